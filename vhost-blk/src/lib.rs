@@ -1,0 +1,6 @@
+//! vhost-blk: a vhost-user backend that stands in for a multi-queue SAS controller.
+//!
+//! Layers, bottom up: [`storage`] (positional vectored I/O), the device personalities
+//! (virtio-blk and virtio-scsi) and the vhost-user plumbing that serves them.
+
+pub mod storage;

@@ -1,0 +1,138 @@
+//! Storage behind a device personality: positional, vectored I/O on plain buffers.
+//!
+//! Nothing here knows about virtio or SCSI. Every backend is shared by all request queues
+//! (`&self` methods, no lock on the I/O path): the file backend uses `preadv`/`pwritev` on one
+//! shared descriptor, `null` touches no memory at all, and `mem` is a file backend over a memfd.
+
+mod file;
+mod null;
+
+use std::io::{IoSlice, IoSliceMut};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use file::FileStorage;
+pub use null::NullStorage;
+
+/// Errors of the storage layer. Personalities map them to a device status (IOERR, MEDIUM ERROR).
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("cannot open image {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot create image {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("range {offset}+{len} is beyond the end of the storage ({size} bytes)")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("storage is read-only")]
+    ReadOnly,
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A block store addressed in bytes. Implementations must be safe to call from every queue
+/// worker at once.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Capacity in bytes.
+    fn size(&self) -> u64;
+    /// Whether writes are refused.
+    fn read_only(&self) -> bool;
+    /// Fill all of `bufs` from `offset`. The range must lie inside the storage.
+    fn read_vectored_at(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        offset: u64,
+    ) -> Result<(), StorageError>;
+    /// Write all of `bufs` at `offset`. The range must lie inside the storage.
+    fn write_vectored_at(&self, bufs: &[IoSlice<'_>], offset: u64) -> Result<(), StorageError>;
+    /// Make completed writes durable.
+    fn flush(&self) -> Result<(), StorageError>;
+    /// Drop the data of a range (reads may return anything afterwards; ours return zeros).
+    fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError>;
+    /// Make a range read back as zeros; `may_unmap` allows deallocating it.
+    fn write_zeroes(&self, offset: u64, len: u64, may_unmap: bool) -> Result<(), StorageError>;
+
+    /// Convenience for single buffers (tests, SCSI emulation of small commands).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
+        self.read_vectored_at(&mut [IoSliceMut::new(buf)], offset)
+    }
+    /// Convenience for single buffers.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError> {
+        self.write_vectored_at(&[IoSlice::new(buf)], offset)
+    }
+}
+
+/// Checks that `offset..offset+len` lies inside `size` without overflowing.
+pub fn check_range(offset: u64, len: u64, size: u64) -> Result<(), StorageError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(StorageError::OutOfRange { offset, len, size }),
+    }
+}
+
+/// Total length of a set of buffers.
+pub fn iov_len<T: std::ops::Deref<Target = [u8]>>(bufs: &[T]) -> u64 {
+    bufs.iter().map(|b| b.len() as u64).sum()
+}
+
+/// What a storage is made of, as parsed from the command line or TOML.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StorageSpec {
+    /// A raw image file; `create_size` creates a sparse file of that size if it does not exist.
+    File {
+        path: PathBuf,
+        #[serde(default)]
+        create_size: Option<u64>,
+        #[serde(default)]
+        direct: bool,
+        #[serde(default)]
+        read_only: bool,
+    },
+    /// Reads return zeros, writes are dropped (like null_blk without memory backing).
+    Null { size: u64 },
+    /// A RAM disk (an anonymous memfd).
+    Mem { size: u64 },
+}
+
+impl StorageSpec {
+    /// Opens (or creates, for `File` with `create_size`) the storage.
+    pub fn open(&self) -> Result<Arc<dyn Storage>, StorageError> {
+        Ok(match self {
+            StorageSpec::File {
+                path,
+                create_size,
+                direct,
+                read_only,
+            } => Arc::new(FileStorage::open(path, *create_size, *direct, *read_only)?),
+            StorageSpec::Null { size } => Arc::new(NullStorage::new(*size)),
+            StorageSpec::Mem { size } => Arc::new(FileStorage::memfd(*size)?),
+        })
+    }
+
+    /// Size in bytes if known without opening anything.
+    pub fn declared_size(&self) -> Option<u64> {
+        match self {
+            StorageSpec::File { .. } => None,
+            StorageSpec::Null { size } | StorageSpec::Mem { size } => Some(*size),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_checks_catch_overflow_and_end() {
+        assert!(check_range(0, 512, 512).is_ok());
+        assert!(check_range(512, 0, 512).is_ok());
+        assert!(check_range(1, 512, 512).is_err());
+        assert!(check_range(u64::MAX, 2, u64::MAX).is_err());
+    }
+}
