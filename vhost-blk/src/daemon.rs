@@ -232,6 +232,9 @@ fn serve_connections<P: Personality>(
             Err(e) if control.stop.load(Ordering::SeqCst) => {
                 tracing::debug!("connection closed: {e}")
             }
+            Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => tracing::info!("frontend disconnected"),
             Err(e) => tracing::warn!("connection ended: {e}"),
         }
         // Dropping the daemon sends each worker its exit event and joins it.

@@ -8,5 +8,6 @@ pub mod blk;
 pub mod chain;
 pub mod config;
 pub mod daemon;
+pub mod frontend;
 pub mod queue;
 pub mod storage;
