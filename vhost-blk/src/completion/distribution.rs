@@ -526,3 +526,7 @@ impl Distribution {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "distribution_tests.rs"]
+mod tests;

@@ -126,7 +126,7 @@ impl<T> VectorEngine<T> {
             && settings.msix.is_zero()
             && settings.coalesce.is_none()
             && settings.aligned_tick_ns.is_none();
-        let gate = settings.rate_gated.then(|| RateGate {
+        let gate = settings.rate_gated.then_some(RateGate {
             threshold_iops: model.balanced_threshold_iops,
             window_ns: model.rate_window_ns,
             window_start: None,

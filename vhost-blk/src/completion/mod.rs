@@ -47,9 +47,10 @@
 //!
 //! # Timing on a real clock
 //! [`DeadlineTimer`] is a timerfd armed with absolute deadlines, `spin_ns` early; the worker spins
-//! the rest ([`DeadlineTimer::spin_until`]) and then polls. Worker threads should lower their
-//! timer slack ([`timer::set_current_thread_timer_slack`]): the default 50 us slack alone would
-//! dominate the error at short latencies.
+//! the rest ([`DeadlineTimer::spin_until`]) and then polls. A timerfd wakes ~20 us late on the
+//! development host; see [`model::DEFAULT_SPIN_NS`] for the measured effect of the spin. (Timer
+//! slack does not apply to a timerfd; [`timer::set_current_thread_timer_slack`] is for workers
+//! that sleep on epoll timeouts instead.)
 //!
 //! Worker loop sketch: on a request: `stats.on_request`, do the I/O, `submit(now_ns(), item, 0)`,
 //! then `poll(now_ns(), ..)`; on a timer wake: `drain`, `spin_until(deadline)`, `poll`; after every
