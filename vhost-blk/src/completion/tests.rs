@@ -444,3 +444,45 @@ fn cli_forms_parse_and_reject() {
     assert_eq!("iops".parse::<PerfMode>(), Ok(PerfMode::Iops));
     assert!("fast".parse::<PerfMode>().is_err());
 }
+
+/// The worker loop of the module docs on the real clock: timerfd + spin + poll. Bounds are
+/// generous (noisy shared host); what must hold exactly is "never early".
+#[test]
+fn real_clock_worker_loop_is_never_early() {
+    let model = CompletionModel {
+        msix: "300us".parse().unwrap(),
+        ..CompletionModel::default()
+    };
+    model.validate().unwrap();
+    let mut engine = VectorEngine::new(&model, 0);
+    let mut stats = QueueStats::new(0);
+    let mut timer = DeadlineTimer::new(model.spin_ns).unwrap();
+    let mut signals = 0;
+    for i in 0..20u32 {
+        stats.on_request(RequestKind::Read, 4096);
+        engine.submit(now_ns(), i, 0);
+        let mut poll = engine.poll(now_ns(), &mut stats, |_| {});
+        while let Some(deadline) = poll.next_deadline_ns {
+            timer.arm(deadline).unwrap();
+            let mut pfd = libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&timer),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            assert_eq!(
+                unsafe { libc::poll(&mut pfd, 1, 1_000) },
+                1,
+                "timer never fired"
+            );
+            timer.drain().unwrap();
+            let now = timer.spin_until(deadline);
+            poll = engine.poll(now, &mut stats, |_| {});
+            signals += usize::from(poll.signal);
+        }
+    }
+    assert_eq!(signals, 20);
+    assert_eq!(stats.irq_timing().0, 0, "signalled early");
+    assert!(stats.irq_delay().min().unwrap() >= 300 * US);
+    assert!(stats.irq_error().max().unwrap() < 50 * MS);
+}
