@@ -470,11 +470,8 @@ fn real_clock_worker_loop_is_never_early() {
                 revents: 0,
             };
             // SAFETY: one valid pollfd for the duration of the call.
-            assert_eq!(
-                unsafe { libc::poll(&mut pfd, 1, 1_000) },
-                1,
-                "timer never fired"
-            );
+            let ready = unsafe { libc::poll(&mut pfd, 1, 1_000) };
+            assert_eq!(ready, 1, "timer never fired");
             timer.drain().unwrap();
             let now = timer.spin_until(deadline);
             poll = engine.poll(now, &mut stats, |_| {});
