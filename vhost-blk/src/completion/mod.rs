@@ -56,6 +56,7 @@
 //! then `poll(now_ns(), ..)`; on a timer wake: `drain`, `spin_until(deadline)`, `poll`; after every
 //! poll: on `signal` write the call eventfd; `arm(next)` or `disarm()`.
 
+pub mod cli;
 pub mod distribution;
 pub mod engine;
 pub mod model;
@@ -64,6 +65,7 @@ pub mod timer;
 #[cfg(test)]
 mod tests;
 
+pub use cli::CompletionArgs;
 pub use distribution::{parse_duration_ns, Distribution, DistributionError};
 pub use engine::{Poll, VectorEngine};
 pub use model::{Coalesce, CompletionModel, ModelError, PerfMode, VectorOverride, VectorSettings};
