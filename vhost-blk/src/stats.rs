@@ -89,6 +89,16 @@ pub struct Hist {
 }
 
 impl Hist {
+    /// A histogram of nanosecond latencies (up to 60 s).
+    pub fn latency() -> Self {
+        Self::new(HIST_MAX_NS)
+    }
+
+    /// A histogram of counts (up to 2^20).
+    pub fn counts() -> Self {
+        Self::new(HIST_MAX_BATCH)
+    }
+
     fn new(max: u64) -> Self {
         Hist {
             hdr: Histogram::new_with_bounds(1, max, 3).expect("constant bounds are valid"),
@@ -126,7 +136,8 @@ impl Hist {
         &self.hdr
     }
 
-    fn add(&mut self, other: &Hist) {
+    /// Adds `other`'s values (histograms made by the same constructor).
+    pub fn add(&mut self, other: &Hist) {
         // Same bounds on both sides, so the addition cannot fail.
         let _ = self.hdr.add(&other.hdr);
         self.sum += other.sum;
@@ -172,10 +183,10 @@ impl QueueStats {
             irq_early: 0,
             irq_late: 0,
             irq_on_time: 0,
-            completions_per_irq: Hist::new(HIST_MAX_BATCH),
-            service: Hist::new(HIST_MAX_NS),
-            irq_delay: Hist::new(HIST_MAX_NS),
-            irq_error: Hist::new(HIST_MAX_NS),
+            completions_per_irq: Hist::counts(),
+            service: Hist::latency(),
+            irq_delay: Hist::latency(),
+            irq_error: Hist::latency(),
         }
     }
 
