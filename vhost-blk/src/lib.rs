@@ -6,8 +6,10 @@
 pub mod backend;
 pub mod blk;
 pub mod chain;
+pub mod completion;
 pub mod config;
 pub mod daemon;
 pub mod frontend;
 pub mod queue;
+pub mod stats;
 pub mod storage;

@@ -1,0 +1,575 @@
+//! vhost-blk-bench: a load generator for any vhost-user-blk backend (ours, qemu-storage-daemon).
+//!
+//! It connects as the vhost-user frontend (memfd guest memory, split rings), keeps `--qd`
+//! requests in flight on each of `--queues` queues from `--threads` threads, and reports per queue
+//! IOPS, bandwidth, request latency percentiles and interrupts, as text and JSON.
+//!
+//! Two ways to wait for completions:
+//! - default: sleep on the queues' call eventfds, as a guest driver does;
+//! - `--measure-irq`: spin on the used rings and call eventfds without sleeping, timestamping when
+//!   each used entry becomes visible and when the interrupt arrives; the difference is the
+//!   *measured interrupt delay* of every completion (resolution: one spin iteration). Spinning
+//!   costs one CPU per thread: use it with few queues.
+//!
+//! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
+//! the throughput per backend CPU-second.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use vhost_blk::completion::{now_ns, parse_duration_ns};
+use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, QueueHandle};
+use vhost_blk::stats::{CountSummary, Hist, LatencySummary};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pattern {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    Flush,
+    /// Random reads with this percentage, random writes otherwise.
+    Mix(u8),
+}
+
+fn parse_pattern(s: &str) -> Result<Pattern, String> {
+    Ok(match s {
+        "read" => Pattern::Read,
+        "write" => Pattern::Write,
+        "randread" => Pattern::RandRead,
+        "randwrite" => Pattern::RandWrite,
+        "flush" => Pattern::Flush,
+        _ => match s.strip_prefix("mix:").map(str::parse::<u8>) {
+            Some(Ok(p)) if p <= 100 => Pattern::Mix(p),
+            _ => {
+                return Err(format!(
+                    "`{s}`: expected read, write, randread, randwrite, flush or mix:READ_PERCENT"
+                ))
+            }
+        },
+    })
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    let (num, mult) = match s.trim().to_ascii_lowercase() {
+        t if t.ends_with('k') => (t[..t.len() - 1].to_string(), 1024),
+        t if t.ends_with('m') => (t[..t.len() - 1].to_string(), 1 << 20),
+        t => (t, 1),
+    };
+    match num.parse::<u32>().ok().and_then(|n| n.checked_mul(mult)) {
+        Some(n) if n > 0 && n % 512 == 0 && n <= 1 << 20 => Ok(n),
+        _ => Err(format!("`{s}`: a multiple of 512 up to 1m, e.g. 4k")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    match parse_duration_ns(s) {
+        Ok(0) => Err("must be greater than 0".to_string()),
+        Ok(ns) => Ok(ns),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Load generator for vhost-user-blk backends.
+#[derive(Debug, Parser)]
+#[command(name = "vhost-blk-bench", version, about)]
+struct Args {
+    /// The backend's vhost-user socket.
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    /// Queues to drive (the backend must have at least this many).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    queues: u16,
+    /// Requests in flight per queue.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    qd: u16,
+    /// Threads; queue i is driven by thread i % threads (default: one per queue).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: Option<u16>,
+    /// read, write, randread, randwrite, flush or mix:READ_PERCENT.
+    #[arg(long, default_value = "randread", value_parser = parse_pattern)]
+    rw: Pattern,
+    /// Request size.
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    bs: u32,
+    /// Measured run length.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: u64,
+    /// Run this long first without recording.
+    #[arg(long, default_value = "0", value_parser = parse_duration_ns)]
+    ramp: u64,
+    /// Spin instead of sleeping and measure the used-entry-to-interrupt delay.
+    #[arg(long)]
+    measure_irq: bool,
+    /// Descriptors per ring (at least qd * 3 without indirect descriptors).
+    #[arg(long, default_value_t = 256)]
+    queue_size: u16,
+    /// Do not negotiate VIRTIO_RING_F_EVENT_IDX.
+    #[arg(long)]
+    no_event_idx: bool,
+    /// Seed of the offsets.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Report this process's CPU time (the backend) over the measured run.
+    #[arg(long, value_name = "PID")]
+    backend_pid: Option<u32>,
+    /// Also write the results as JSON here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error("{0}")]
+    Frontend(#[from] vhost_blk::frontend::FrontendError),
+    #[error("queue {0}: no completion for 10 s (backend hung?)")]
+    Stalled(u16),
+    #[error("backend CPU time of pid {0}: {1}")]
+    Cpu(u32, std::io::Error),
+    #[error("writing {0}: {1}")]
+    Json(PathBuf, std::io::Error),
+    #[error("queue size {size} is too small for qd {qd}")]
+    QueueSize { size: u16, qd: u16 },
+}
+
+/// Results of one queue.
+struct QueueResult {
+    queue: u16,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    interrupts: u64,
+    latency: Hist,
+    irq_delay: Hist,
+    per_irq: Hist,
+}
+
+/// One queue's state in a worker thread.
+struct Lane {
+    q: QueueHandle,
+    slots: Vec<BlkRequest>,
+    /// Per descriptor head: (slot, submit time).
+    by_head: Vec<Option<(usize, u64)>>,
+    /// Completions seen and not yet covered by an interrupt (`--measure-irq`): seen times.
+    unsignalled: Vec<u64>,
+    last_progress: u64,
+    res: QueueResult,
+}
+
+struct Plan {
+    rw: Pattern,
+    bs: u32,
+    sectors: u64,
+    start_record: u64,
+    end: u64,
+    measure_irq: bool,
+}
+
+impl Lane {
+    fn issue(
+        &mut self,
+        slot: usize,
+        plan: &Plan,
+        rng: &mut ChaCha8Rng,
+        seq: &mut u64,
+    ) -> Result<(), BenchError> {
+        let spb = u64::from(plan.bs / 512);
+        let blocks = (plan.sectors / spb).max(1);
+        let random = |rng: &mut ChaCha8Rng| rng.gen_range(0..blocks) * spb;
+        let req = &mut self.slots[slot];
+        match plan.rw {
+            Pattern::Read | Pattern::Write => {
+                let sector = (*seq % blocks) * spb;
+                *seq += 1;
+                if plan.rw == Pattern::Read {
+                    req.read(sector, plan.bs)?;
+                } else {
+                    req.write_in_place(sector, plan.bs)?;
+                }
+            }
+            Pattern::RandRead => {
+                req.read(random(rng), plan.bs)?;
+            }
+            Pattern::RandWrite => {
+                req.write_in_place(random(rng), plan.bs)?;
+            }
+            Pattern::Mix(pct) => {
+                let sector = random(rng);
+                if rng.gen_range(0..100u8) < pct {
+                    req.read(sector, plan.bs)?;
+                } else {
+                    req.write_in_place(sector, plan.bs)?;
+                }
+            }
+            Pattern::Flush => {
+                req.flush()?;
+            }
+        }
+        let head = self.q.submit(&req.bufs())?;
+        self.by_head[usize::from(head)] = Some((slot, now_ns()));
+        Ok(())
+    }
+
+    /// Collects completions seen at `now`, resubmits their slots while the run lasts.
+    fn reap(
+        &mut self,
+        now: u64,
+        plan: &Plan,
+        rng: &mut ChaCha8Rng,
+        seq: &mut u64,
+    ) -> Result<usize, BenchError> {
+        let used = self.q.poll()?;
+        // Take every completed head before resubmitting: a resubmission may reuse the head of
+        // a completion later in this batch.
+        let mut done = Vec::with_capacity(used.len());
+        for u in &used {
+            if let Some(entry) = self
+                .by_head
+                .get_mut(usize::from(u.id))
+                .and_then(Option::take)
+            {
+                done.push((entry, u.len));
+            }
+        }
+        for &((slot, submitted), used_len) in &done {
+            self.last_progress = now;
+            if submitted >= plan.start_record && now <= plan.end {
+                let r = &mut self.res;
+                r.ops += 1;
+                r.latency.record(now.saturating_sub(submitted));
+                if self.slots[slot].result(used_len)?.status != 0 {
+                    r.errors += 1;
+                } else if plan.rw != Pattern::Flush {
+                    r.bytes += u64::from(plan.bs);
+                }
+                if plan.measure_irq {
+                    self.unsignalled.push(now);
+                }
+            }
+        }
+        if now < plan.end {
+            for &((slot, _), _) in &done {
+                self.issue(slot, plan, rng, seq)?;
+            }
+        }
+        Ok(done.len())
+    }
+
+    fn interrupt(&mut self, now: u64, plan: &Plan) {
+        if now < plan.start_record {
+            self.unsignalled.clear();
+            return;
+        }
+        self.res.interrupts += 1;
+        if plan.measure_irq {
+            self.res.per_irq.record(self.unsignalled.len() as u64);
+            for t in self.unsignalled.drain(..) {
+                self.res.irq_delay.record(now.saturating_sub(t));
+            }
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        self.by_head.iter().any(Option::is_some)
+    }
+}
+
+fn read_call(q: &QueueHandle) -> bool {
+    matches!(q.call_fd().read(), Ok(n) if n > 0)
+}
+
+fn run_thread(
+    mut lanes: Vec<Lane>,
+    plan: &Plan,
+    seed: u64,
+) -> Result<Vec<QueueResult>, BenchError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut seq = 0u64;
+    for lane in &mut lanes {
+        for slot in 0..lane.slots.len() {
+            lane.issue(slot, plan, &mut rng, &mut seq)?;
+        }
+        lane.last_progress = now_ns();
+    }
+    while lanes.iter().any(Lane::in_flight) {
+        if !plan.measure_irq {
+            let mut fds: Vec<libc::pollfd> = lanes
+                .iter()
+                .map(|l| libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(l.q.call_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        }
+        for lane in &mut lanes {
+            // Spin mode: used entries first, then the interrupt, then entries that raced with it.
+            let now = now_ns();
+            lane.reap(now, plan, &mut rng, &mut seq)?;
+            if read_call(&lane.q) {
+                let now = now_ns();
+                lane.reap(now, plan, &mut rng, &mut seq)?;
+                lane.interrupt(now, plan);
+            }
+            if lane.in_flight() && now_ns().saturating_sub(lane.last_progress) > 10_000_000_000 {
+                return Err(BenchError::Stalled(lane.q.index));
+            }
+        }
+    }
+    Ok(lanes.into_iter().map(|l| l.res).collect())
+}
+
+/// utime + stime of `pid` in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64, BenchError> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| BenchError::Cpu(pid, e))?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = text.rsplit_once(')').map_or("", |r| r.1);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no memory arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // utime and stime are fields 14 and 15 of /proc/PID/stat, i.e. 11 and 12 after the name.
+    Ok((ticks(11) + ticks(12)) as f64 / hz)
+}
+
+#[derive(Serialize)]
+struct QueueReport {
+    queue: Option<u16>,
+    ops: u64,
+    errors: u64,
+    iops: f64,
+    mib_per_s: f64,
+    interrupts: u64,
+    latency_us: LatencySummary,
+    irq_delay_us: Option<LatencySummary>,
+    completions_per_irq: Option<CountSummary>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    socket: PathBuf,
+    rw: String,
+    bs: u32,
+    queues: u16,
+    qd: u16,
+    threads: u16,
+    seconds: f64,
+    measure_irq: bool,
+    backend_cpu_seconds: Option<f64>,
+    ops_per_backend_cpu_second: Option<f64>,
+    per_queue: Vec<QueueReport>,
+    total: QueueReport,
+}
+
+fn report_of(r: &QueueResult, queue: Option<u16>, secs: f64, measure_irq: bool) -> QueueReport {
+    QueueReport {
+        queue,
+        ops: r.ops,
+        errors: r.errors,
+        iops: r.ops as f64 / secs,
+        mib_per_s: r.bytes as f64 / secs / f64::from(1 << 20),
+        interrupts: r.interrupts,
+        latency_us: LatencySummary::of(&r.latency),
+        irq_delay_us: measure_irq.then(|| LatencySummary::of(&r.irq_delay)),
+        completions_per_irq: measure_irq.then(|| CountSummary::of(&r.per_irq)),
+    }
+}
+
+fn line(r: &QueueReport) -> String {
+    let name = r.queue.map_or("total".to_string(), |q| format!("q{q}"));
+    let l = &r.latency_us;
+    let mut s = format!(
+        "{name:>5}: {:>9.0} IOPS {:>8.1} MiB/s  lat us p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}  irqs {}",
+        r.iops, r.mib_per_s, l.p50, l.p90, l.p99, l.p999, l.max, r.interrupts
+    );
+    if let Some(d) = &r.irq_delay_us {
+        s += &format!(
+            "  irq-delay us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
+            d.p50, d.p90, d.p99, d.max
+        );
+    }
+    if r.errors > 0 {
+        s += &format!("  ERRORS {}", r.errors);
+    }
+    s
+}
+
+fn run(args: &Args) -> Result<Report, BenchError> {
+    if args.queue_size < args.qd.saturating_mul(3) {
+        return Err(BenchError::QueueSize {
+            size: args.queue_size,
+            qd: args.qd,
+        });
+    }
+    let per_slot = u64::from(args.bs) + 4096 + 64;
+    let opts = ConnectOptions {
+        num_queues: args.queues,
+        queue_size: args.queue_size,
+        event_idx: !args.no_event_idx,
+        mem_size: (16 << 20) + u64::from(args.queues) * (u64::from(args.qd) * per_slot + (1 << 20)),
+        ..ConnectOptions::default()
+    };
+    let mut conn = Connection::connect(&args.socket, &opts)?;
+    let cap = conn.config(0, 8)?;
+    let sectors = u64::from_le_bytes(cap.try_into().unwrap_or([0; 8]));
+    let threads = args.threads.unwrap_or(args.queues).min(args.queues);
+    let start = now_ns();
+    let plan = Plan {
+        rw: args.rw,
+        bs: args.bs,
+        sectors,
+        start_record: start + args.ramp,
+        end: start + args.ramp + args.duration,
+        measure_irq: args.measure_irq,
+    };
+    let mut per_thread: Vec<Vec<Lane>> = (0..threads).map(|_| Vec::new()).collect();
+    for i in 0..args.queues {
+        let q = conn.take_queue(usize::from(i)).expect("connected queue");
+        let slots = (0..args.qd)
+            .map(|_| BlkRequest::new(conn.ram(), args.bs))
+            .collect::<Result<Vec<_>, _>>()?;
+        per_thread[usize::from(i % threads)].push(Lane {
+            by_head: vec![None; usize::from(args.queue_size)],
+            q,
+            slots,
+            unsignalled: Vec::new(),
+            last_progress: 0,
+            res: QueueResult {
+                queue: i,
+                ops: 0,
+                bytes: 0,
+                errors: 0,
+                interrupts: 0,
+                latency: Hist::latency(),
+                irq_delay: Hist::latency(),
+                per_irq: Hist::counts(),
+            },
+        });
+    }
+    let wait_until = |t: u64| std::thread::sleep(Duration::from_nanos(t.saturating_sub(now_ns())));
+    let mut cpu_at_start = None;
+    let results = std::thread::scope(|s| {
+        let plan = &plan;
+        let handles: Vec<_> = per_thread
+            .into_iter()
+            .enumerate()
+            .map(|(t, lanes)| {
+                s.spawn(move || run_thread(lanes, plan, args.seed.wrapping_add(t as u64)))
+            })
+            .collect();
+        wait_until(plan.start_record);
+        cpu_at_start = args.backend_pid.map(cpu_seconds);
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.join().expect("bench thread panicked")?);
+        }
+        Ok::<_, BenchError>(all)
+    })?;
+    let cpu = match (args.backend_pid, cpu_at_start) {
+        (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before?),
+        _ => None,
+    };
+    let secs = args.duration as f64 / 1e9;
+    let mut results = results;
+    results.sort_by_key(|r| r.queue);
+    let mut total = QueueResult {
+        queue: 0,
+        ops: 0,
+        bytes: 0,
+        errors: 0,
+        interrupts: 0,
+        latency: Hist::latency(),
+        irq_delay: Hist::latency(),
+        per_irq: Hist::counts(),
+    };
+    for r in &results {
+        total.ops += r.ops;
+        total.bytes += r.bytes;
+        total.errors += r.errors;
+        total.interrupts += r.interrupts;
+        total.latency.add(&r.latency);
+        total.irq_delay.add(&r.irq_delay);
+        total.per_irq.add(&r.per_irq);
+    }
+    Ok(Report {
+        socket: args.socket.clone(),
+        rw: format!("{:?}", args.rw).to_lowercase(),
+        bs: args.bs,
+        queues: args.queues,
+        qd: args.qd,
+        threads,
+        seconds: secs,
+        measure_irq: args.measure_irq,
+        backend_cpu_seconds: cpu,
+        ops_per_backend_cpu_second: cpu.filter(|&c| c > 0.0).map(|c| total.ops as f64 / c),
+        per_queue: results
+            .iter()
+            .map(|r| report_of(r, Some(r.queue), secs, args.measure_irq))
+            .collect(),
+        total: report_of(&total, None, secs, args.measure_irq),
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let report = match run(&args) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vhost-blk-bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for q in &report.per_queue {
+        println!("{}", line(q));
+    }
+    println!("{}", line(&report.total));
+    if let (Some(cpu), Some(per)) = (
+        report.backend_cpu_seconds,
+        report.ops_per_backend_cpu_second,
+    ) {
+        println!("backend cpu {cpu:.2} s, {per:.0} ops per backend CPU-second");
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).expect("plain data serializes");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("vhost-blk-bench: {}", BenchError::Json(path.clone(), e));
+            return ExitCode::from(1);
+        }
+    }
+    if report.total.errors > 0 {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_parsers() {
+        assert_eq!(parse_pattern("mix:70"), Ok(Pattern::Mix(70)));
+        assert!(parse_pattern("mix:170").is_err() && parse_pattern("randrw").is_err());
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert!(
+            parse_size("1000").is_err() && parse_size("2m").is_err() && parse_size("0").is_err()
+        );
+        assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
+        assert!(parse_duration("0").is_err());
+    }
+}
