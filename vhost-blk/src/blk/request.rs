@@ -223,7 +223,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES => discard_or_zero(p, bufs, h.type_),
-        _ => Done::err(BlkStatus::Unsupp, RequestKind::Unsupported),
+        _ => Done::err(BlkStatus::Unsupp, RequestKind::Other),
     }
 }
 
