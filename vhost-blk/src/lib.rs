@@ -3,4 +3,5 @@
 //! Layers, bottom up: [`storage`] (positional vectored I/O), the device personalities
 //! (virtio-blk and virtio-scsi) and the vhost-user plumbing that serves them.
 
+pub mod scsi;
 pub mod storage;
