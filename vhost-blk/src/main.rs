@@ -1,1 +1,50 @@
-fn main() {}
+//! `vhost-blk`: parse the command line, validate it into a `Config`, run the daemon.
+
+use clap::Parser;
+use vhost_blk::config::{Args, Config, DeviceKind};
+
+fn main() {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            let _ = e.print();
+            std::process::exit(0);
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            eprintln!("vhost-blk: {}", line.trim_start_matches("error: "));
+            std::process::exit(2);
+        }
+    };
+    if args.print_capabilities {
+        let ty = match args.device.unwrap_or_default() {
+            DeviceKind::Blk => "block",
+            DeviceKind::Scsi => "scsi",
+        };
+        println!("{{\n  \"type\": \"{ty}\"\n}}");
+        return;
+    }
+    let config = match Config::try_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vhost-blk: {e}");
+            std::process::exit(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = vhost_blk::daemon::run(config) {
+        eprintln!("vhost-blk: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

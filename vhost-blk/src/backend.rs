@@ -1,0 +1,354 @@
+//! The vhost-user device: one `VhostUserBackend` generic over a device [`Personality`].
+//!
+//! Queues are served by worker threads created by vhost-user-backend (one per queue by
+//! default, see `Config::thread_masks`). Each queue has its own state behind its own mutex,
+//! locked only by the worker that owns the queue (and briefly by the control thread when the
+//! ring is stopped), so queues never wait for each other. Nothing here knows about blk or SCSI
+//! requests: the personality turns a descriptor chain into an [`Outcome`], and the queue's
+//! completion path decides when the used entry is published and the guest is interrupted.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
+use virtio_queue::{DescriptorChain, QueueT};
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{
+    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
+};
+
+use crate::chain::GuestMemoryMmapT;
+use crate::queue::QueueState;
+
+/// Guest memory shared with the vhost-user handler.
+pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;
+/// One vring.
+pub type Vring = VringRwLock<GuestMem>;
+/// A descriptor chain popped from a vring.
+pub type Chain = DescriptorChain<GuestMemoryLoadGuard<GuestMemoryMmapT>>;
+
+/// What became of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Put `used_len` in the used ring for this chain (after the completion model's delay).
+    Complete {
+        used_len: u32,
+        /// Request type, for statistics.
+        kind: RequestKind,
+        /// Payload bytes moved.
+        bytes: u64,
+        /// Extra delay before completion asked by the device (e.g. slow SCSI discovery).
+        extra_delay_ns: u64,
+    },
+    /// The device keeps the buffer for later (virtio-scsi event queue).
+    Held,
+}
+
+/// Request types counted per queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    WriteZeroes,
+    GetId,
+    ScsiCmd,
+    Control,
+    Unsupported,
+    /// The request was refused (bad chain, out-of-range sector, ...).
+    Error,
+}
+
+impl RequestKind {
+    /// All kinds, in the order statistics print them.
+    pub const ALL: [RequestKind; 10] = [
+        RequestKind::Read,
+        RequestKind::Write,
+        RequestKind::Flush,
+        RequestKind::Discard,
+        RequestKind::WriteZeroes,
+        RequestKind::GetId,
+        RequestKind::ScsiCmd,
+        RequestKind::Control,
+        RequestKind::Unsupported,
+        RequestKind::Error,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Read => "read",
+            RequestKind::Write => "write",
+            RequestKind::Flush => "flush",
+            RequestKind::Discard => "discard",
+            RequestKind::WriteZeroes => "write_zeroes",
+            RequestKind::GetId => "get_id",
+            RequestKind::ScsiCmd => "scsi_cmd",
+            RequestKind::Control => "control",
+            RequestKind::Unsupported => "unsupported",
+            RequestKind::Error => "error",
+        }
+    }
+}
+
+/// A device personality (virtio-blk, virtio-scsi): features, config space, queue layout and
+/// request handling. Implementations are shared by all queue workers (`&self`).
+pub trait Personality: Send + Sync + 'static {
+    /// Short name for logs.
+    fn name(&self) -> &'static str;
+    /// Number of vrings (all kinds).
+    fn num_queues(&self) -> usize;
+    /// Index of the first request queue (virtio-scsi: 2; virtio-blk: 0). Queues from there on
+    /// are MSI-X "vectors" for the completion model.
+    fn first_request_queue(&self) -> usize;
+    /// Virtio feature bits offered (without VHOST_USER_F_PROTOCOL_FEATURES).
+    fn features(&self) -> u64;
+    /// The driver acknowledged these features.
+    fn acked_features(&self, _features: u64) {}
+    /// Device configuration space.
+    fn config_space(&self) -> Vec<u8>;
+    /// The driver wrote `data` at `offset` of the configuration space.
+    fn set_config(&self, _offset: u32, _data: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Device reset: forget negotiated state and held buffers.
+    fn reset(&self) {}
+    /// Handles one chain from vring `queue`. Must not panic on any guest input.
+    fn process(&self, queue: usize, chain: Chain) -> Outcome;
+}
+
+/// Settings of the vhost-user layer.
+#[derive(Debug, Clone)]
+pub struct BackendOptions {
+    pub queue_size: u16,
+    /// Queue masks per worker thread.
+    pub thread_masks: Vec<u64>,
+}
+
+/// The vhost-user backend of one connection.
+pub struct DeviceBackend<P: Personality> {
+    personality: Arc<P>,
+    mem: GuestMem,
+    opts: BackendOptions,
+    /// For each worker thread, the global indices of its queues, in order.
+    thread_queues: Vec<Vec<usize>>,
+    queues: Vec<Mutex<QueueState>>,
+    event_idx: AtomicBool,
+    acked_features: AtomicU64,
+}
+
+impl<P: Personality> DeviceBackend<P> {
+    pub fn new(personality: Arc<P>, mem: GuestMem, opts: BackendOptions) -> Self {
+        let n = personality.num_queues();
+        let thread_queues = opts
+            .thread_masks
+            .iter()
+            .map(|m| (0..n).filter(|q| (m >> q) & 1 == 1).collect())
+            .collect();
+        let first = personality.first_request_queue();
+        let queues = (0..n)
+            .map(|q| {
+                let vector = q.checked_sub(first);
+                Mutex::new(QueueState::new(q, vector))
+            })
+            .collect();
+        Self {
+            personality,
+            mem,
+            opts,
+            thread_queues,
+            queues,
+            event_idx: AtomicBool::new(false),
+            acked_features: AtomicU64::new(0),
+        }
+    }
+
+    pub fn personality(&self) -> &Arc<P> {
+        &self.personality
+    }
+
+    /// Locks the state of queue `q`. Only its own worker contends for it.
+    fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, QueueState> {
+        self.queues[q].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drains vring `q`: pops every available chain, has the personality handle it, and hands
+    /// the completions to the queue's completion path.
+    fn process_queue(&self, q: usize, vring: &Vring) {
+        let mem = self.mem.memory();
+        let event_idx = self.event_idx.load(Ordering::Relaxed);
+        let mut state = self.queue(q);
+        state.attach(vring);
+        loop {
+            if event_idx {
+                // Fails only if the ring addresses are bad; then nothing can be done anyway.
+                let _ = vring.disable_notification();
+            }
+            loop {
+                let chain = vring
+                    .get_mut()
+                    .get_queue_mut()
+                    .pop_descriptor_chain(mem.clone());
+                let Some(chain) = chain else { break };
+                let head = chain.head_index();
+                if let Outcome::Complete {
+                    used_len,
+                    kind,
+                    bytes,
+                    extra_delay_ns,
+                } = self.personality.process(q, chain)
+                {
+                    state.submit(head, used_len, kind, bytes, extra_delay_ns);
+                }
+                if state.should_flush_batch() {
+                    state.publish(event_idx);
+                }
+            }
+            state.publish(event_idx);
+            if !event_idx {
+                break;
+            }
+            match vring.enable_notification() {
+                Ok(true) => continue,
+                _ => break,
+            }
+        }
+    }
+}
+
+impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
+    type Bitmap = ();
+    type Vring = Vring;
+
+    fn num_queues(&self) -> usize {
+        self.personality.num_queues()
+    }
+
+    fn max_queue_size(&self) -> usize {
+        usize::from(self.opts.queue_size)
+    }
+
+    fn features(&self) -> u64 {
+        self.personality.features() | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+    }
+
+    fn acked_features(&self, features: u64) {
+        self.acked_features.store(features, Ordering::Relaxed);
+        self.personality.acked_features(features);
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+    }
+
+    fn reset_device(&self) {
+        tracing::debug!(personality = self.personality.name(), "device reset");
+        self.personality.reset();
+        for q in &self.queues {
+            q.lock().unwrap_or_else(|e| e.into_inner()).reset();
+        }
+        self.event_idx.store(false, Ordering::Relaxed);
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.event_idx.store(enabled, Ordering::Relaxed);
+    }
+
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        let cfg = self.personality.config_space();
+        let start = (offset as usize).min(cfg.len());
+        let end = start.saturating_add(size as usize).min(cfg.len());
+        let mut out = cfg[start..end].to_vec();
+        out.resize(size as usize, 0);
+        out
+    }
+
+    fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        self.personality.set_config(offset, buf)
+    }
+
+    fn update_memory(&self, _mem: GuestMem) -> io::Result<()> {
+        // `self.mem` is a clone of the same atomic the handler just updated.
+        Ok(())
+    }
+
+    fn queues_per_thread(&self) -> Vec<u64> {
+        self.opts.thread_masks.clone()
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        // Each worker gets its own kill eventfd; the handler keeps the notifier.
+        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+    }
+
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        // Completions still held by the latency model belong to requests the device finished:
+        // publish them before the ring is handed back.
+        let q = queue_index as usize;
+        if q < self.queues.len() {
+            let event_idx = self.event_idx.load(Ordering::Relaxed);
+            self.queue(q).flush(event_idx);
+        }
+        Ok(())
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        vrings: &[Vring],
+        thread_id: usize,
+    ) -> io::Result<()> {
+        let n = self.personality.num_queues();
+        let Some(mine) = self.thread_queues.get(thread_id) else {
+            return Ok(());
+        };
+        let ev = usize::from(device_event);
+        if ev < mine.len() {
+            self.process_queue(mine[ev], &vrings[ev]);
+        } else if ev > n {
+            // A queue's completion timer: data = n + 1 + global queue index.
+            let q = ev - n - 1;
+            if let Some(local) = mine.iter().position(|&x| x == q) {
+                let event_idx = self.event_idx.load(Ordering::Relaxed);
+                let mut state = self.queue(q);
+                state.attach(&vrings[local]);
+                state.on_timer(event_idx);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<P: Personality> DeviceBackend<P> {
+    /// Registers each queue's completion timer with the epoll loop of the worker serving it.
+    pub fn register_timers(
+        &self,
+        handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
+    ) -> io::Result<()> {
+        let n = self.personality.num_queues();
+        for (t, queues) in self.thread_queues.iter().enumerate() {
+            for &q in queues {
+                if let Some(fd) = self.queue(q).timer_fd() {
+                    handlers[t].register_listener(fd, EventSet::IN, (n + 1 + q) as u64)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes all held completions on every queue (used at shutdown).
+    pub fn flush_all(&self) {
+        let event_idx = self.event_idx.load(Ordering::Relaxed);
+        for q in &self.queues {
+            q.lock().unwrap_or_else(|e| e.into_inner()).flush(event_idx);
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Command line and TOML settings, validated into one [`Config`].
+//!
+//! `Args` (clap) and `FileConfig` (TOML) hold raw, optional settings; [`Config::try_from`]
+//! merges them (command line wins) and validates everything, so a bad setting is reported
+//! before anything is created, opened or deleted.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, ValueEnum};
+use serde::Deserialize;
+
+use crate::storage::StorageSpec;
+
+/// Settings errors. Each renders as one line; `main` exits with code 2.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "--socket-path is required (on the command line or as socket_path in the config file)"
+    )]
+    MissingSocket,
+    #[error("no storage given: use --image PATH, --null SIZE or --mem SIZE")]
+    MissingStorage,
+    #[error("give only one of --image, --null and --mem")]
+    ConflictingStorage,
+    #[error("invalid size '{0}': use bytes or a K/M/G/T suffix, e.g. 512M")]
+    BadSize(String),
+    #[error("{what} must be {expected}, got {got}")]
+    OutOfRange {
+        what: &'static str,
+        expected: &'static str,
+        got: u64,
+    },
+    #[error("--size is only meaningful with --image")]
+    SizeWithoutImage,
+    #[error("image {0} does not exist; pass --size to create it")]
+    MissingImage(PathBuf),
+    #[error("cannot read config file {path}: {reason}")]
+    ConfigFile { path: PathBuf, reason: String },
+    #[error("serial '{0}' is longer than 20 bytes")]
+    SerialTooLong(String),
+    #[error("--direct and --read-only are only for --image")]
+    FileOnlyOption,
+    #[error("storage size {0} is not a multiple of 512 bytes")]
+    UnalignedSize(u64),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Which device the backend emulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// virtio-blk.
+    #[default]
+    Blk,
+    /// virtio-scsi (a SAS HBA with targets and LUNs).
+    Scsi,
+}
+
+/// vhost-user backend standing in for a multi-queue SAS controller.
+#[derive(Debug, Parser, Default, Clone)]
+#[command(name = "vhost-blk", version, about)]
+pub struct Args {
+    /// vhost-user Unix socket to listen on.
+    #[arg(long, value_name = "PATH")]
+    pub socket_path: Option<PathBuf>,
+    /// Print the vhost-user capabilities JSON (QEMU's vhost-user.rst) and exit.
+    #[arg(long)]
+    pub print_capabilities: bool,
+    /// Settings file (TOML); command-line options override it.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Device personality.
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceKind>,
+    /// Raw image file.
+    #[arg(long, value_name = "PATH")]
+    pub image: Option<PathBuf>,
+    /// Create the image as a sparse file of this size if it does not exist.
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Open the image with O_DIRECT.
+    #[arg(long)]
+    pub direct: bool,
+    /// Expose the disk read-only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Null storage of this size: reads return zeros, writes are dropped.
+    #[arg(long, value_name = "SIZE")]
+    pub null: Option<String>,
+    /// RAM disk of this size.
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Number of request queues (MSI-X vectors), 1..=64.
+    #[arg(long)]
+    pub num_queues: Option<u16>,
+    /// Maximum descriptors per queue (power of two, 2..=32768).
+    #[arg(long)]
+    pub queue_size: Option<u16>,
+    /// Worker threads; queues are spread over them round-robin (default: one per queue).
+    #[arg(long)]
+    pub threads: Option<u16>,
+    /// Logical block size: 512 or 4096.
+    #[arg(long)]
+    pub block_size: Option<u32>,
+    /// Serial number returned by GET_ID (at most 20 bytes).
+    #[arg(long)]
+    pub serial: Option<String>,
+    /// Write per-queue statistics as JSON here at exit and on SIGUSR1.
+    #[arg(long, value_name = "FILE")]
+    pub stats_file: Option<PathBuf>,
+}
+
+/// The same settings as a TOML file.
+#[derive(Debug, Deserialize, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub socket_path: Option<PathBuf>,
+    pub device: Option<DeviceKind>,
+    pub image: Option<PathBuf>,
+    pub size: Option<String>,
+    pub direct: Option<bool>,
+    pub read_only: Option<bool>,
+    pub null: Option<String>,
+    pub mem: Option<String>,
+    pub num_queues: Option<u16>,
+    pub queue_size: Option<u16>,
+    pub threads: Option<u16>,
+    pub block_size: Option<u32>,
+    pub serial: Option<String>,
+    pub stats_file: Option<PathBuf>,
+}
+
+impl FileConfig {
+    /// Reads and parses a settings file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
+            path: path.to_owned(),
+            reason: e.message().to_string(),
+        })
+    }
+}
+
+/// The validated settings the daemon runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub socket_path: PathBuf,
+    pub device: DeviceKind,
+    pub storage: StorageSpec,
+    pub num_queues: u16,
+    pub queue_size: u16,
+    pub threads: u16,
+    pub block_size: u32,
+    pub serial: String,
+    pub stats_file: Option<PathBuf>,
+}
+
+/// Default serial: recognisable in the guest's sysfs.
+pub const DEFAULT_SERIAL: &str = "VHOSTBLK-0001";
+
+/// Parses `4096`, `512K`, `1M`, `1G`, `2T` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, ConfigError> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(ConfigError::BadSize(s.to_string())),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| ConfigError::BadSize(s.to_string()))
+}
+
+fn in_range(
+    what: &'static str,
+    expected: &'static str,
+    v: u64,
+    lo: u64,
+    hi: u64,
+) -> Result<(), ConfigError> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            what,
+            expected,
+            got: v,
+        })
+    }
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(a: Args) -> Result<Self, ConfigError> {
+        let f = match &a.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        let socket_path = a
+            .socket_path
+            .or(f.socket_path)
+            .ok_or(ConfigError::MissingSocket)?;
+        let device = a.device.or(f.device).unwrap_or_default();
+        // Storage: a command-line choice replaces the file's as a whole.
+        let cli_storage = a.image.is_some() || a.null.is_some() || a.mem.is_some();
+        let (image, null, mem, size) = if cli_storage {
+            (a.image, a.null, a.mem, a.size)
+        } else {
+            (f.image, f.null, f.mem, a.size.or(f.size))
+        };
+        let direct = a.direct || f.direct.unwrap_or(false);
+        let read_only = a.read_only || f.read_only.unwrap_or(false);
+        let chosen = [image.is_some(), null.is_some(), mem.is_some()]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if chosen > 1 {
+            return Err(ConfigError::ConflictingStorage);
+        }
+        let storage = match (image, null, mem) {
+            (Some(path), None, None) => {
+                let create_size = size.as_deref().map(parse_size).transpose()?;
+                if create_size.is_none() && !path.exists() {
+                    return Err(ConfigError::MissingImage(path));
+                }
+                if let Some(s) = create_size {
+                    if s % 512 != 0 {
+                        return Err(ConfigError::UnalignedSize(s));
+                    }
+                }
+                StorageSpec::File {
+                    path,
+                    create_size,
+                    direct,
+                    read_only,
+                }
+            }
+            (None, Some(n), None) => StorageSpec::Null {
+                size: parse_size(&n)?,
+            },
+            (None, None, Some(m)) => StorageSpec::Mem {
+                size: parse_size(&m)?,
+            },
+            _ => return Err(ConfigError::MissingStorage),
+        };
+        if !matches!(storage, StorageSpec::File { .. }) {
+            if size.is_some() {
+                return Err(ConfigError::SizeWithoutImage);
+            }
+            if direct || read_only {
+                return Err(ConfigError::FileOnlyOption);
+            }
+        }
+        if let Some(s) = storage.declared_size() {
+            if s % 512 != 0 {
+                return Err(ConfigError::UnalignedSize(s));
+            }
+        }
+        let num_queues = a.num_queues.or(f.num_queues).unwrap_or(8);
+        in_range("--num-queues", "1..=64", num_queues.into(), 1, 64)?;
+        let queue_size = a.queue_size.or(f.queue_size).unwrap_or(256);
+        if !queue_size.is_power_of_two() || queue_size < 2 {
+            return Err(ConfigError::OutOfRange {
+                what: "--queue-size",
+                expected: "a power of two in 2..=32768",
+                got: queue_size.into(),
+            });
+        }
+        let threads = a.threads.or(f.threads).unwrap_or(num_queues);
+        if threads == 0 || threads > num_queues {
+            return Err(ConfigError::OutOfRange {
+                what: "--threads",
+                expected: "1..=--num-queues",
+                got: threads.into(),
+            });
+        }
+        let block_size = a.block_size.or(f.block_size).unwrap_or(512);
+        if block_size != 512 && block_size != 4096 {
+            return Err(ConfigError::OutOfRange {
+                what: "--block-size",
+                expected: "512 or 4096",
+                got: block_size.into(),
+            });
+        }
+        let serial = a
+            .serial
+            .or(f.serial)
+            .unwrap_or_else(|| DEFAULT_SERIAL.to_string());
+        if serial.len() > 20 {
+            return Err(ConfigError::SerialTooLong(serial));
+        }
+        Ok(Config {
+            socket_path,
+            device,
+            storage,
+            num_queues,
+            queue_size,
+            threads,
+            block_size,
+            serial,
+            stats_file: a.stats_file.or(f.stats_file),
+        })
+    }
+}
+
+impl Config {
+    /// Queue masks for `VhostUserBackend::queues_per_thread`: queue `q` goes to thread
+    /// `q % threads`. `first_request_queue` shifts the request queues (virtio-scsi has a
+    /// control and an event queue before them, served by thread 0).
+    pub fn thread_masks(&self, total_queues: usize, first_request_queue: usize) -> Vec<u64> {
+        let threads = usize::from(self.threads);
+        let mut masks = vec![0u64; threads];
+        for q in 0..total_queues {
+            let t = q.saturating_sub(first_request_queue) % threads;
+            let t = if q < first_request_queue { 0 } else { t };
+            masks[t] |= 1 << q;
+        }
+        masks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        let mut all = vec!["vhost-blk"];
+        all.extend_from_slice(v);
+        Args::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn minimal_use_gives_eight_queues() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("disk.img");
+        std::fs::write(&img, vec![0u8; 4096]).unwrap();
+        let c = Config::try_from(args(&[
+            "--socket-path",
+            "/tmp/s",
+            "--image",
+            img.to_str().unwrap(),
+        ]))
+        .unwrap();
+        assert_eq!(c.num_queues, 8);
+        assert_eq!(c.threads, 8);
+        assert_eq!(c.queue_size, 256);
+        assert_eq!(c.device, DeviceKind::Blk);
+        assert_eq!(c.serial, DEFAULT_SERIAL);
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("64m").unwrap(), 64 << 20);
+        for bad in ["", "G", "1X", "-1", "0", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn invalid_settings_are_rejected_with_a_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--null", "1G"], "socket-path"),
+            (&["--socket-path", "s"], "no storage"),
+            (
+                &["--socket-path", "s", "--null", "1G", "--mem", "1G"],
+                "only one",
+            ),
+            (
+                &["--socket-path", "s", "--null", "1G", "--num-queues", "0"],
+                "1..=64",
+            ),
+            (
+                &["--socket-path", "s", "--null", "1G", "--num-queues", "65"],
+                "1..=64",
+            ),
+            (
+                &["--socket-path", "s", "--null", "1G", "--queue-size", "100"],
+                "power of two",
+            ),
+            (
+                &["--socket-path", "s", "--null", "1G", "--threads", "9"],
+                "--threads",
+            ),
+            (
+                &["--socket-path", "s", "--null", "1G", "--block-size", "1024"],
+                "512 or 4096",
+            ),
+            (&["--socket-path", "s", "--null", "1000"], "multiple of 512"),
+            (
+                &["--socket-path", "s", "--null", "1G", "--size", "1G"],
+                "only meaningful",
+            ),
+            (
+                &["--socket-path", "s", "--mem", "1G", "--read-only"],
+                "only for --image",
+            ),
+            (
+                &["--socket-path", "s", "--image", "/nonexistent/x.img"],
+                "does not exist",
+            ),
+            (
+                &[
+                    "--socket-path",
+                    "s",
+                    "--null",
+                    "1G",
+                    "--serial",
+                    "123456789012345678901",
+                ],
+                "20 bytes",
+            ),
+        ];
+        for (a, want) in cases {
+            let e = Config::try_from(args(a)).unwrap_err().to_string();
+            assert!(e.contains(want), "{a:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn missing_image_with_size_is_not_created_by_validation() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("new.img");
+        let c = Config::try_from(args(&[
+            "--socket-path",
+            "s",
+            "--image",
+            img.to_str().unwrap(),
+            "--size",
+            "1M",
+        ]))
+        .unwrap();
+        assert!(!img.exists(), "validation must not create files");
+        assert_eq!(
+            c.storage,
+            StorageSpec::File {
+                path: img,
+                create_size: Some(1 << 20),
+                direct: false,
+                read_only: false
+            }
+        );
+    }
+
+    #[test]
+    fn toml_file_is_merged_and_cli_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(
+            &cfg,
+            "socket_path = \"/tmp/from-file\"\nnull = \"1G\"\nnum_queues = 4\nserial = \"FILE\"\n",
+        )
+        .unwrap();
+        let c = Config::try_from(args(&["-c", cfg.to_str().unwrap(), "--serial", "CLI"])).unwrap();
+        assert_eq!(c.socket_path, PathBuf::from("/tmp/from-file"));
+        assert_eq!(c.num_queues, 4);
+        assert_eq!(c.serial, "CLI");
+        assert_eq!(c.storage, StorageSpec::Null { size: 1 << 30 });
+        let c = Config::try_from(args(&["-c", cfg.to_str().unwrap(), "--mem", "64M"])).unwrap();
+        assert_eq!(c.storage, StorageSpec::Mem { size: 64 << 20 });
+    }
+
+    #[test]
+    fn unknown_toml_key_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(&cfg, "socket_path = \"s\"\nnul = \"1G\"\n").unwrap();
+        let e = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap_err();
+        assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
+    }
+
+    #[test]
+    fn thread_masks_spread_queues() {
+        let mut c = Config::try_from(args(&["--socket-path", "s", "--null", "1G"])).unwrap();
+        assert_eq!(
+            c.thread_masks(8, 0),
+            (0..8).map(|q| 1u64 << q).collect::<Vec<_>>()
+        );
+        c.threads = 2;
+        assert_eq!(c.thread_masks(8, 0), vec![0b0101_0101, 0b1010_1010]);
+        // virtio-scsi: control + event on thread 0 with the first request queue.
+        c.threads = 8;
+        let m = c.thread_masks(10, 2);
+        assert_eq!(m[0], 0b111);
+        assert_eq!(m[7], 1 << 9);
+    }
+}

@@ -1,0 +1,278 @@
+//! The daemon: socket hygiene, one connection at a time (then the next: QEMU `reconnect=`),
+//! signals (SIGINT/SIGTERM: finish, remove the socket, exit 0; SIGUSR1: write statistics).
+
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use vhost::vhost_user::Listener;
+use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+
+use crate::backend::{BackendOptions, DeviceBackend, Personality};
+use crate::blk::{BlkOptions, BlkPersonality};
+use crate::config::{Config, DeviceKind};
+use crate::storage::StorageError;
+
+/// Errors that stop the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    #[error("socket {0} is in use by a running backend")]
+    SocketInUse(PathBuf),
+    #[error("{0} exists and is not a socket; not replacing it")]
+    NotASocket(PathBuf),
+    #[error("cannot prepare socket {path}: {source}")]
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("vhost-user: {0}")]
+    VhostUser(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl DaemonError {
+    /// Exit code: 2 for problems with what the user asked for, 1 for failures while serving.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            DaemonError::Storage(_)
+            | DaemonError::SocketInUse(_)
+            | DaemonError::NotASocket(_)
+            | DaemonError::Socket { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Removes a socket file left by a crashed backend; refuses to touch a live one or a non-socket.
+pub fn clear_stale_socket(path: &Path) -> Result<(), DaemonError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(DaemonError::Socket {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return Err(DaemonError::NotASocket(path.to_owned()));
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(DaemonError::SocketInUse(path.to_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            tracing::info!("removing stale socket {}", path.display());
+            std::fs::remove_file(path).map_err(|source| DaemonError::Socket {
+                path: path.to_owned(),
+                source,
+            })
+        }
+        Err(source) => Err(DaemonError::Socket {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// What the signal thread and the serving loop share.
+#[derive(Default)]
+struct Control {
+    stop: AtomicBool,
+    connection: Mutex<Option<ShutdownHandle>>,
+}
+
+/// Blocks SIGINT/SIGTERM/SIGUSR1 in this thread (and so in every thread it spawns later) and
+/// returns the set, for `sigwait` in the signal thread.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t; the calls only modify it and this thread's mask.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    set
+}
+
+fn spawn_signal_thread(
+    set: libc::sigset_t,
+    control: Arc<Control>,
+    socket: PathBuf,
+    on_usr1: Arc<dyn Fn() + Send + Sync>,
+) {
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                continue;
+            }
+            if sig == libc::SIGUSR1 {
+                on_usr1();
+                continue;
+            }
+            tracing::info!("signal {sig}: finishing in-flight requests and exiting");
+            control.stop.store(true, Ordering::SeqCst);
+            let handle = control
+                .connection
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match handle {
+                Some(h) => h.shutdown(),
+                // Waiting in accept(): a connection of our own wakes it up.
+                None => drop(UnixStream::connect(&socket)),
+            }
+        })
+        .expect("spawn signal thread");
+}
+
+/// Runs the backend until SIGINT/SIGTERM.
+pub fn run(config: Config) -> Result<(), DaemonError> {
+    let sigset = block_signals();
+    clear_stale_socket(&config.socket_path)?;
+    let storage = config.storage.open()?;
+    match config.device {
+        DeviceKind::Blk => {
+            let p = BlkPersonality::new(
+                storage,
+                BlkOptions {
+                    num_queues: config.num_queues,
+                    queue_size: config.queue_size,
+                    block_size: config.block_size,
+                    serial: config.serial.clone(),
+                },
+            );
+            serve(&config, Arc::new(p), sigset)
+        }
+        DeviceKind::Scsi => Err(DaemonError::Other(
+            "the scsi personality is not available yet".into(),
+        )),
+    }
+}
+
+fn serve<P: Personality>(
+    config: &Config,
+    personality: Arc<P>,
+    sigset: libc::sigset_t,
+) -> Result<(), DaemonError> {
+    let path = &config.socket_path;
+    let mut listener = Listener::new(path, false).map_err(|e| DaemonError::Socket {
+        path: path.clone(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let control = Arc::new(Control::default());
+    spawn_signal_thread(sigset, control.clone(), path.clone(), Arc::new(|| {}));
+    let opts = BackendOptions {
+        queue_size: config.queue_size,
+        thread_masks: config
+            .thread_masks(personality.num_queues(), personality.first_request_queue()),
+    };
+    tracing::info!(
+        socket = %path.display(),
+        device = personality.name(),
+        queues = personality.num_queues(),
+        threads = opts.thread_masks.len(),
+        "listening"
+    );
+    let result = serve_connections(&mut listener, personality, opts, &control);
+    let _ = std::fs::remove_file(path);
+    result
+}
+
+fn serve_connections<P: Personality>(
+    listener: &mut Listener,
+    personality: Arc<P>,
+    opts: BackendOptions,
+    control: &Control,
+) -> Result<(), DaemonError> {
+    let mut connections = 0u64;
+    while !control.stop.load(Ordering::SeqCst) {
+        let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+        let backend = Arc::new(DeviceBackend::new(
+            personality.clone(),
+            mem.clone(),
+            opts.clone(),
+        ));
+        let mut daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem)
+            .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
+        backend
+            .register_timers(&daemon.get_epoll_handlers())
+            .map_err(|e| DaemonError::VhostUser(format!("registering timers: {e}")))?;
+        daemon
+            .start(listener)
+            .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
+        *control.connection.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
+        if control.stop.load(Ordering::SeqCst) {
+            daemon.request_shutdown();
+        } else {
+            connections += 1;
+            tracing::info!(connection = connections, "frontend connected");
+        }
+        let r = daemon.wait();
+        control
+            .connection
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // Requests the device finished but the latency model still holds are completed.
+        backend.flush_all();
+        match r {
+            Ok(()) => tracing::info!("frontend disconnected"),
+            Err(e) if control.stop.load(Ordering::SeqCst) => {
+                tracing::debug!("connection closed: {e}")
+            }
+            Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => tracing::info!("frontend disconnected"),
+            Err(e) => tracing::warn!("connection ended: {e}"),
+        }
+        // Dropping the daemon sends each worker its exit event and joins it.
+        drop(daemon);
+        personality.reset();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_socket_is_removed_live_one_is_kept_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock");
+        // Stale: bound then the listener dropped.
+        drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
+        assert!(p.exists());
+        clear_stale_socket(&p).unwrap();
+        assert!(!p.exists());
+        // Live.
+        let _l = std::os::unix::net::UnixListener::bind(&p).unwrap();
+        assert!(matches!(
+            clear_stale_socket(&p),
+            Err(DaemonError::SocketInUse(_))
+        ));
+        assert!(p.exists());
+        // Not a socket.
+        let f = dir.path().join("plain");
+        std::fs::write(&f, b"x").unwrap();
+        assert!(matches!(
+            clear_stale_socket(&f),
+            Err(DaemonError::NotASocket(_))
+        ));
+        assert!(f.exists());
+        // Absent.
+        clear_stale_socket(&dir.path().join("none")).unwrap();
+    }
+}

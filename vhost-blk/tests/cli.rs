@@ -1,0 +1,108 @@
+//! The binary's command line: bad input gets one line and exit code 2, nothing is created or
+//! deleted; signals end the daemon cleanly; a live socket is not stolen.
+
+mod common;
+
+use std::process::Command;
+
+use common::Backend;
+
+fn vhost_blk(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vhost-blk"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bad_options_exit_2_with_one_line_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let img = dir.path().join("new.img");
+    let s = sock.to_str().unwrap();
+    let i = img.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--socket-path", s],
+        vec!["--socket-path", s, "--image", i],
+        vec!["--socket-path", s, "--image", i, "--size", "12Q"],
+        vec!["--socket-path", s, "--null", "1G", "--num-queues", "0"],
+        vec!["--socket-path", s, "--null", "1G", "--bogus"],
+        vec!["--socket-path", s, "--null", "1G", "--device", "nvme"],
+        vec![
+            "--socket-path",
+            s,
+            "--null",
+            "1G",
+            "--config",
+            "/nonexistent.toml",
+        ],
+        vec!["--null", "1G"],
+    ];
+    for a in cases {
+        let out = vhost_blk(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{a:?}: {err}");
+        assert!(err.starts_with("vhost-blk: "), "{err}");
+        assert!(!sock.exists() && !img.exists(), "{a:?} created a file");
+    }
+}
+
+#[test]
+fn print_capabilities_and_version() {
+    let out = vhost_blk(&["--print-capabilities"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "block");
+    assert!(vhost_blk(&["--version"]).status.success());
+}
+
+#[test]
+fn sigint_and_sigterm_remove_the_socket_and_exit_0() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut b = Backend::start(&["--null", "1G"]);
+        let st = b.signal_and_wait(sig);
+        assert_eq!(st.code(), Some(0), "signal {sig}");
+        assert!(!b.socket.exists());
+    }
+}
+
+#[test]
+fn a_live_socket_is_not_stolen_and_a_stale_one_is_replaced() {
+    let b = Backend::start(&["--null", "1G"]);
+    let s = b.socket.to_str().unwrap().to_string();
+    let out = vhost_blk(&["--socket-path", &s, "--null", "1G"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+    assert!(b.socket.exists(), "the live backend keeps its socket");
+    drop(b);
+    // A stale socket (bound, never served) is cleaned up by the next backend.
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("vhost.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let b2 = Backend::start_in(dir, &["--null", "1G"]);
+    assert!(vhost_blk::frontend::Connection::connect(
+        &b2.socket,
+        &vhost_blk::frontend::ConnectOptions::default()
+    )
+    .is_ok());
+}
+
+#[test]
+fn same_settings_from_a_toml_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "mem = \"8M\"\nnum_queues = 3\nserial = \"TOML\"\n").unwrap();
+    let b = Backend::start(&["--config", cfg.to_str().unwrap()]);
+    let opts = vhost_blk::frontend::ConnectOptions {
+        num_queues: 3,
+        ..Default::default()
+    };
+    let mut conn = vhost_blk::frontend::Connection::connect(&b.socket, &opts).unwrap();
+    let cfg = conn.config(0, 60).unwrap();
+    assert_eq!(u16::from_le_bytes(cfg[34..36].try_into().unwrap()), 3);
+    assert_eq!(
+        u64::from_le_bytes(cfg[0..8].try_into().unwrap()),
+        (8 << 20) / 512
+    );
+}
