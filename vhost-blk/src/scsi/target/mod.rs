@@ -77,6 +77,8 @@ pub struct Response {
     pub sense: Vec<u8>,
     /// Bytes written into the data-in buffers (from their start).
     pub data_in_len: usize,
+    /// Bytes of the data-out buffers the command consumed.
+    pub data_out_len: usize,
     /// Buffer bytes not transferred (data-in and data-out together), saturated to u32.
     pub residual: u32,
     /// The command wanted to transfer more than the buffers hold.
@@ -347,6 +349,7 @@ impl Target {
             status,
             sense,
             data_in_len,
+            data_out_len: out_used,
             residual: u32::try_from(residual).unwrap_or(u32::MAX),
             overrun: cmd.overrun || cmd.data_in.overrun(),
             delay: op.and_then(|op| self.latency.for_opcode(op)),
