@@ -655,4 +655,60 @@ pub(crate) mod tests {
             Outcome::Held
         );
     }
+
+    #[test]
+    fn random_chains_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let p = personality("0:0=mem:1M,1:2=null:1M,max_target=3");
+        let m = mem();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x7669_7274);
+        let mut answered = 0;
+        for _ in 0..3000 {
+            // A request: valid LUN fields and known opcodes most of the time, else noise.
+            let mut req: Vec<u8> = (0..CMD_REQ_FIXED + 32).map(|_| rng.gen()).collect();
+            if rng.gen_bool(0.8) {
+                let lun = encode_virtio_lun(rng.gen_range(0..5), rng.gen_range(0..4));
+                req[..8].copy_from_slice(&lun);
+                req[CMD_REQ_FIXED] =
+                    [0x00, 0x12, 0x28, 0x2a, 0x25, 0x9e, 0xa0, 0x42, 0x1a][rng.gen_range(0..9)];
+                req[CMD_REQ_FIXED + 1..].iter_mut().for_each(|b| {
+                    if rng.gen_bool(0.8) {
+                        *b = 0
+                    }
+                });
+            }
+            if rng.gen_bool(0.3) {
+                req[..4].copy_from_slice(&rng.gen_range(0u32..4).to_le_bytes());
+            }
+            m.write_slice(&req, GuestAddress(REQ)).unwrap();
+            let n = rng.gen_range(1..5);
+            let mut descs = Vec::new();
+            let mut writable = false;
+            for i in 0..n {
+                writable |= i > 0 && rng.gen_bool(0.6);
+                let len = match rng.gen_range(0..4) {
+                    0 => rng.gen_range(0..16),
+                    1 => rng.gen_range(0..200),
+                    2 => 512 * rng.gen_range(1..5),
+                    _ => rng.gen_range(0..0x3000),
+                };
+                let addr = if rng.gen_bool(0.05) {
+                    0xff800
+                } else {
+                    [REQ, OUT, RESP, IN][i % 4]
+                };
+                descs.push((addr, len, if writable { F_WRITE } else { 0 }));
+            }
+            let queue = rng.gen_range(0..4);
+            match run(&p, &m, queue, &descs) {
+                Outcome::Complete { used_len, .. } => {
+                    let w: u32 = descs.iter().filter(|d| d.2 == F_WRITE).map(|d| d.1).sum();
+                    assert!(used_len <= w, "{descs:?} used {used_len}");
+                    answered += u32::from(used_len > 0);
+                }
+                Outcome::Held => assert_eq!(queue, EVENT_QUEUE),
+            }
+        }
+        assert!(answered > 300, "only {answered} chains were answered");
+    }
 }
