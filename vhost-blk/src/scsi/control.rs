@@ -1,7 +1,7 @@
 //! The control queue: task management functions and asynchronous-notification requests.
 //!
 //! Every command has finished executing by the time its chain leaves
-//! [`ScsiPersonality::process`] (completions the latency model still holds are done, only not
+//! `ScsiPersonality::process` (completions the latency model still holds are done, only not
 //! yet published), so no task is ever left to abort: ABORT TASK, ABORT TASK SET, CLEAR TASK
 //! SET, LOGICAL UNIT RESET and I_T NEXUS RESET answer FUNCTION COMPLETE, QUERY TASK and QUERY
 //! TASK SET answer FUNCTION COMPLETE (nothing in the task set), CLEAR ACA is rejected (NACA is
@@ -14,11 +14,11 @@ use super::target::{decode_virtio_lun, Topology};
 use super::virtio::{chain_bufs, unanswerable, ScsiPersonality};
 use crate::backend::{Chain, Outcome, RequestKind};
 
-/// `virtio_scsi_ctrl_tmf_req`: type, subtype, lun[8], id.
+/// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
 pub const TMF_REQ_LEN: usize = 24;
 /// `virtio_scsi_ctrl_tmf_resp`: response.
 pub const TMF_RESP_LEN: usize = 1;
-/// `virtio_scsi_ctrl_an_req`: type, lun[8], event_requested.
+/// `virtio_scsi_ctrl_an_req`: type, `lun[8]`, event_requested.
 pub const AN_REQ_LEN: usize = 16;
 /// `virtio_scsi_ctrl_an_resp`: event_actual, response.
 pub const AN_RESP_LEN: usize = 5;

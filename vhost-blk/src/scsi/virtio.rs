@@ -27,7 +27,7 @@ pub const CONTROL_QUEUE: usize = 0;
 pub const EVENT_QUEUE: usize = 1;
 /// The first request queue.
 pub const FIRST_REQUEST_QUEUE: usize = 2;
-/// `virtio_scsi_cmd_req` before the CDB: lun[8], id, task_attr, prio, crn.
+/// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
 pub const CMD_REQ_FIXED: usize = 19;
 /// `virtio_scsi_cmd_resp` before the sense: sense_len, residual, status_qualifier, status,
 /// response.
