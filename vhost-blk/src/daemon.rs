@@ -157,9 +157,30 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
             );
             serve(&config, Arc::new(p), sigset)
         }
-        DeviceKind::Scsi => Err(DaemonError::Other(
-            "the scsi personality is not available yet".into(),
-        )),
+        DeviceKind::Scsi => {
+            use crate::scsi::target::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+            use crate::scsi::{ScsiOptions, ScsiPersonality};
+            // One target with LUN 0 on the configured storage (a topology option comes later).
+            let options = LunOptions {
+                block_size: config.block_size,
+                ..LunOptions::default()
+            };
+            let lun = Lun::new(0, storage, options, Identity::default_for(0, 0))
+                .map_err(|e| DaemonError::Other(format!("LUN 0:0: {e}")))?;
+            let mut target = Target::new(0, ScanLatency::default());
+            target.insert_lun(lun);
+            let mut topology = Topology::new(0);
+            topology.insert(target);
+            let p = ScsiPersonality::new(
+                Arc::new(topology),
+                ScsiOptions {
+                    num_queues: config.num_queues,
+                    queue_size: config.queue_size,
+                    cmd_per_lun: 128,
+                },
+            );
+            serve(&config, Arc::new(p), sigset)
+        }
     }
 }
 

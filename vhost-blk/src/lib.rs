@@ -11,5 +11,6 @@ pub mod config;
 pub mod daemon;
 pub mod frontend;
 pub mod queue;
+pub mod scsi;
 pub mod stats;
 pub mod storage;

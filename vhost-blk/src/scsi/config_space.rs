@@ -1,0 +1,80 @@
+//! The virtio-scsi configuration space (`struct virtio_scsi_config`, little endian).
+
+/// Offset of `sense_size` (driver-writable).
+pub const SENSE_SIZE_OFFSET: usize = 20;
+/// Offset of `cdb_size` (driver-writable).
+pub const CDB_SIZE_OFFSET: usize = 24;
+/// Length of the structure.
+pub const CONFIG_LEN: usize = 36;
+
+/// Values of the configuration space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScsiConfigSpace {
+    /// Request queues (not counting control and event queues).
+    pub num_queues: u32,
+    pub seg_max: u32,
+    /// Largest transfer in 512-byte sectors.
+    pub max_sectors: u32,
+    /// Commands per LUN the driver may queue (Linux: the LUN's queue depth).
+    pub cmd_per_lun: u32,
+    pub event_info_size: u32,
+    pub sense_size: u32,
+    pub cdb_size: u32,
+    pub max_channel: u16,
+    pub max_target: u16,
+    pub max_lun: u32,
+}
+
+impl ScsiConfigSpace {
+    /// Serialises the structure.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(CONFIG_LEN);
+        for v in [
+            self.num_queues,
+            self.seg_max,
+            self.max_sectors,
+            self.cmd_per_lun,
+            self.event_info_size,
+            self.sense_size,
+            self.cdb_size,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.max_channel.to_le_bytes());
+        b.extend_from_slice(&self.max_target.to_le_bytes());
+        b.extend_from_slice(&self.max_lun.to_le_bytes());
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_virtio_spec_offsets() {
+        let b = ScsiConfigSpace {
+            num_queues: 8,
+            seg_max: 254,
+            max_sectors: 16384,
+            cmd_per_lun: 16,
+            event_info_size: 16,
+            sense_size: 96,
+            cdb_size: 32,
+            max_channel: 0,
+            max_target: 255,
+            max_lun: 16383,
+        }
+        .to_bytes();
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(b.len(), CONFIG_LEN);
+        assert_eq!(u32_at(0), 8);
+        assert_eq!(u32_at(8), 16384);
+        assert_eq!(u32_at(12), 16);
+        assert_eq!(u32_at(SENSE_SIZE_OFFSET), 96);
+        assert_eq!(u32_at(CDB_SIZE_OFFSET), 32);
+        assert_eq!(u16::from_le_bytes([b[28], b[29]]), 0);
+        assert_eq!(u16::from_le_bytes([b[30], b[31]]), 255);
+        assert_eq!(u32_at(32), 16383);
+    }
+}

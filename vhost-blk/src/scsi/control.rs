@@ -1,0 +1,233 @@
+//! The control queue: task management functions and asynchronous-notification requests.
+//!
+//! Every command has finished executing by the time its chain leaves
+//! `ScsiPersonality::process` (completions the latency model still holds are done, only not
+//! yet published), so no task is ever left to abort: ABORT TASK, ABORT TASK SET, CLEAR TASK
+//! SET, LOGICAL UNIT RESET and I_T NEXUS RESET answer FUNCTION COMPLETE, QUERY TASK and QUERY
+//! TASK SET answer FUNCTION COMPLETE (nothing in the task set), CLEAR ACA is rejected (NACA is
+//! not supported). No asynchronous event is supported, so AN query and subscribe answer with
+//! an empty event mask.
+
+use virtio_bindings::virtio_scsi::*;
+
+use super::target::{decode_virtio_lun, Topology};
+use super::virtio::{chain_bufs, unanswerable, ScsiPersonality};
+use crate::backend::{Chain, Outcome, RequestKind};
+
+/// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
+pub const TMF_REQ_LEN: usize = 24;
+/// `virtio_scsi_ctrl_tmf_resp`: response.
+pub const TMF_RESP_LEN: usize = 1;
+/// `virtio_scsi_ctrl_an_req`: type, `lun[8]`, event_requested.
+pub const AN_REQ_LEN: usize = 16;
+/// `virtio_scsi_ctrl_an_resp`: event_actual, response.
+pub const AN_RESP_LEN: usize = 5;
+
+/// Whether the LUN a control request names is present; `None` when the field does not decode
+/// or the target is absent (BAD_TARGET).
+fn lun_present(topology: &Topology, lun: &[u8; 8]) -> Option<bool> {
+    let a = decode_virtio_lun(lun).ok()?;
+    let t = topology.target(u16::from(a.target))?;
+    Some(t.lun(a.lun).is_some())
+}
+
+/// The response to a task management function.
+pub fn tmf_response(topology: &Topology, subtype: u32, lun: &[u8; 8]) -> u8 {
+    let Some(present) = lun_present(topology, lun) else {
+        return VIRTIO_SCSI_S_BAD_TARGET as u8;
+    };
+    let r = match subtype {
+        VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET => VIRTIO_SCSI_S_FUNCTION_COMPLETE,
+        VIRTIO_SCSI_T_TMF_ABORT_TASK
+        | VIRTIO_SCSI_T_TMF_ABORT_TASK_SET
+        | VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET
+        | VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET
+        | VIRTIO_SCSI_T_TMF_QUERY_TASK
+        | VIRTIO_SCSI_T_TMF_QUERY_TASK_SET => {
+            if present {
+                VIRTIO_SCSI_S_FUNCTION_COMPLETE
+            } else {
+                VIRTIO_SCSI_S_INCORRECT_LUN
+            }
+        }
+        _ => VIRTIO_SCSI_S_FUNCTION_REJECTED,
+    };
+    r as u8
+}
+
+/// `VIRTIO_SCSI_S_FUNCTION_COMPLETE` (not in the bindings; same value as `S_OK`).
+const VIRTIO_SCSI_S_FUNCTION_COMPLETE: u32 = 0;
+
+/// The response (event_actual, response) to an AN query or subscribe.
+pub fn an_response(topology: &Topology, lun: &[u8; 8]) -> (u32, u8) {
+    match lun_present(topology, lun) {
+        None => (0, VIRTIO_SCSI_S_BAD_TARGET as u8),
+        Some(_) => (0, VIRTIO_SCSI_S_OK as u8),
+    }
+}
+
+/// Handles one chain of the control queue.
+pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
+    let Some(bufs) = chain_bufs(p, &chain) else {
+        return unanswerable();
+    };
+    let mut type_ = [0u8; 4];
+    if !bufs.read_readable(0, &mut type_) {
+        return unanswerable();
+    }
+    let (req_len, resp_len) = match u32::from_le_bytes(type_) {
+        VIRTIO_SCSI_T_TMF => (TMF_REQ_LEN, TMF_RESP_LEN),
+        VIRTIO_SCSI_T_AN_QUERY | VIRTIO_SCSI_T_AN_SUBSCRIBE => (AN_REQ_LEN, AN_RESP_LEN),
+        t => {
+            tracing::debug!(type_ = t, "unknown control request type");
+            return unanswerable();
+        }
+    };
+    let mut req = vec![0u8; req_len];
+    if bufs.writable_len() < resp_len || !bufs.read_readable(0, &mut req) {
+        tracing::debug!("control chain {} is too short", chain.head_index());
+        return unanswerable();
+    }
+    let resp: Vec<u8> = if req_len == TMF_REQ_LEN {
+        let subtype = u32::from_le_bytes([req[4], req[5], req[6], req[7]]);
+        let mut lun = [0u8; 8];
+        lun.copy_from_slice(&req[8..16]);
+        let r = tmf_response(p.topology(), subtype, &lun);
+        tracing::debug!(subtype, response = r, "task management function");
+        vec![r]
+    } else {
+        let mut lun = [0u8; 8];
+        lun.copy_from_slice(&req[4..12]);
+        let (actual, r) = an_response(p.topology(), &lun);
+        let mut b = actual.to_le_bytes().to_vec();
+        b.push(r);
+        b
+    };
+    bufs.write_writable(0, &resp);
+    Outcome::Complete {
+        used_len: resp.len() as u32,
+        kind: RequestKind::Control,
+        bytes: 0,
+        extra_delay_ns: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scsi::target::encode_virtio_lun;
+    use crate::scsi::virtio::tests::{mem, personality, run, F_WRITE, REQ, RESP};
+    use vm_memory::{Bytes, GuestAddress};
+
+    fn tmf_req(subtype: u32, lun: [u8; 8]) -> Vec<u8> {
+        let mut r = VIRTIO_SCSI_T_TMF.to_le_bytes().to_vec();
+        r.extend_from_slice(&subtype.to_le_bytes());
+        r.extend_from_slice(&lun);
+        r.extend_from_slice(&7u64.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn task_management_answers() {
+        let p = personality("0:0=mem:1M,max_target=3");
+        let t = p.topology();
+        let l00 = encode_virtio_lun(0, 0);
+        let l01 = encode_virtio_lun(0, 1);
+        let l20 = encode_virtio_lun(2, 0);
+        let ok = VIRTIO_SCSI_S_FUNCTION_COMPLETE as u8;
+        for st in [
+            VIRTIO_SCSI_T_TMF_ABORT_TASK,
+            VIRTIO_SCSI_T_TMF_ABORT_TASK_SET,
+            VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET,
+            VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET,
+            VIRTIO_SCSI_T_TMF_QUERY_TASK,
+            VIRTIO_SCSI_T_TMF_QUERY_TASK_SET,
+        ] {
+            assert_eq!(tmf_response(t, st, &l00), ok, "subtype {st}");
+            assert_eq!(tmf_response(t, st, &l01), VIRTIO_SCSI_S_INCORRECT_LUN as u8);
+            assert_eq!(tmf_response(t, st, &l20), VIRTIO_SCSI_S_BAD_TARGET as u8);
+        }
+        assert_eq!(tmf_response(t, VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, &l01), ok);
+        assert_eq!(
+            tmf_response(t, VIRTIO_SCSI_T_TMF_CLEAR_ACA, &l00),
+            VIRTIO_SCSI_S_FUNCTION_REJECTED as u8
+        );
+        assert_eq!(
+            tmf_response(t, 99, &l00),
+            VIRTIO_SCSI_S_FUNCTION_REJECTED as u8
+        );
+        assert_eq!(
+            tmf_response(t, 0, &[9, 0, 0, 0, 0, 0, 0, 0]),
+            VIRTIO_SCSI_S_BAD_TARGET as u8
+        );
+    }
+
+    #[test]
+    fn tmf_and_an_through_the_control_queue() {
+        let p = personality("0:0=mem:1M");
+        let m = mem();
+        m.write_slice(
+            &tmf_req(
+                VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET,
+                encode_virtio_lun(0, 0),
+            ),
+            GuestAddress(REQ),
+        )
+        .unwrap();
+        m.write_obj(0xffu8, GuestAddress(RESP)).unwrap();
+        let o = run(&p, &m, 0, &[(REQ, 24, 0), (RESP, 1, F_WRITE)]);
+        assert!(
+            matches!(
+                o,
+                Outcome::Complete {
+                    used_len: 1,
+                    kind: RequestKind::Control,
+                    ..
+                }
+            ),
+            "{o:?}"
+        );
+        assert_eq!(m.read_obj::<u8>(GuestAddress(RESP)).unwrap(), 0);
+
+        let mut an = VIRTIO_SCSI_T_AN_SUBSCRIBE.to_le_bytes().to_vec();
+        an.extend_from_slice(&encode_virtio_lun(0, 0));
+        an.extend_from_slice(&0xffu32.to_le_bytes());
+        m.write_slice(&an, GuestAddress(REQ)).unwrap();
+        m.write_slice(&[0xff; 5], GuestAddress(RESP)).unwrap();
+        let o = run(&p, &m, 0, &[(REQ, 16, 0), (RESP, 5, F_WRITE)]);
+        assert!(matches!(o, Outcome::Complete { used_len: 5, .. }));
+        let mut r = [0u8; 5];
+        m.read_slice(&mut r, GuestAddress(RESP)).unwrap();
+        assert_eq!(r, [0, 0, 0, 0, VIRTIO_SCSI_S_OK as u8]);
+        an[..4].copy_from_slice(&VIRTIO_SCSI_T_AN_QUERY.to_le_bytes());
+        an[5] = 4; // absent target
+        m.write_slice(&an, GuestAddress(REQ)).unwrap();
+        run(&p, &m, 0, &[(REQ, 16, 0), (RESP, 5, F_WRITE)]);
+        m.read_slice(&mut r, GuestAddress(RESP)).unwrap();
+        assert_eq!(r[4], VIRTIO_SCSI_S_BAD_TARGET as u8);
+    }
+
+    #[test]
+    fn malformed_control_requests_are_returned_unused() {
+        let p = personality("0:0=mem:1M");
+        let m = mem();
+        let req = tmf_req(0, encode_virtio_lun(0, 0));
+        m.write_slice(&req, GuestAddress(REQ)).unwrap();
+        // Short request, missing response, unknown type, type cut short.
+        assert_eq!(
+            run(&p, &m, 0, &[(REQ, 20, 0), (RESP, 1, F_WRITE)]),
+            unanswerable()
+        );
+        assert_eq!(run(&p, &m, 0, &[(REQ, 24, 0)]), unanswerable());
+        assert_eq!(
+            run(&p, &m, 0, &[(REQ, 2, 0), (RESP, 1, F_WRITE)]),
+            unanswerable()
+        );
+        m.write_slice(&77u32.to_le_bytes(), GuestAddress(REQ))
+            .unwrap();
+        assert_eq!(
+            run(&p, &m, 0, &[(REQ, 24, 0), (RESP, 1, F_WRITE)]),
+            unanswerable()
+        );
+    }
+}

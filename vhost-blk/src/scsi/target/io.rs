@@ -1,0 +1,186 @@
+//! Scatter/gather helpers over the caller's buffers. Nothing here ever touches a byte outside
+//! the buffers it was given.
+
+use std::io::{IoSlice, IoSliceMut};
+
+use crate::storage::{Storage, StorageError};
+
+/// The data-in side of a command: the initiator's buffers and how much has been written.
+pub(crate) struct DataIn<'a, 'b> {
+    bufs: &'a mut [IoSliceMut<'b>],
+    cap: usize,
+    written: usize,
+    overrun: bool,
+}
+
+impl<'a, 'b> DataIn<'a, 'b> {
+    pub fn new(bufs: &'a mut [IoSliceMut<'b>]) -> Self {
+        let cap = bufs
+            .iter()
+            .map(|b| b.len())
+            .fold(0usize, usize::saturating_add);
+        Self {
+            bufs,
+            cap,
+            written: 0,
+            overrun: false,
+        }
+    }
+
+    /// Total size of the buffers.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+
+    /// Whether the command wanted to return more than the buffers hold.
+    pub fn overrun(&self) -> bool {
+        self.overrun
+    }
+
+    /// Returns parameter data: `data` truncated to the allocation length, then to the buffers
+    /// (which sets the overrun flag). Replaces anything written before.
+    pub fn put(&mut self, data: &[u8], alloc_len: usize) {
+        let want = data.len().min(alloc_len);
+        let n = want.min(self.cap);
+        if n < want {
+            self.overrun = true;
+        }
+        let mut done = 0;
+        for b in self.bufs.iter_mut() {
+            if done == n {
+                break;
+            }
+            let k = b.len().min(n - done);
+            b[..k].copy_from_slice(&data[done..done + k]);
+            done += k;
+        }
+        self.written = n;
+    }
+
+    /// Reads `len` bytes (which must fit the buffers) from `storage` at `offset` into the start
+    /// of the buffers.
+    pub fn read_storage(
+        &mut self,
+        storage: &dyn Storage,
+        offset: u64,
+        len: usize,
+    ) -> Result<(), StorageError> {
+        debug_assert!(len <= self.cap);
+        if len == self.cap {
+            storage.read_vectored_at(self.bufs, offset)?;
+        } else {
+            let mut rest = len;
+            let mut part: Vec<IoSliceMut<'_>> = Vec::new();
+            for b in self.bufs.iter_mut() {
+                if rest == 0 {
+                    break;
+                }
+                let k = b.len().min(rest);
+                if k > 0 {
+                    part.push(IoSliceMut::new(&mut b[..k]));
+                }
+                rest -= k;
+            }
+            storage.read_vectored_at(&mut part, offset)?;
+        }
+        self.written = len;
+        Ok(())
+    }
+}
+
+/// Total length of data-out buffers (saturating).
+pub(crate) fn out_len(bufs: &[IoSlice<'_>]) -> usize {
+    bufs.iter()
+        .map(|b| b.len())
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Copies data-out bytes starting at `offset` into `dst`; returns how many were copied (less
+/// than `dst.len()` only when the buffers end first).
+pub(crate) fn gather(bufs: &[IoSlice<'_>], mut offset: usize, dst: &mut [u8]) -> usize {
+    let mut done = 0;
+    for b in bufs {
+        if done == dst.len() {
+            break;
+        }
+        if offset >= b.len() {
+            offset -= b.len();
+            continue;
+        }
+        let src = &b[offset..];
+        offset = 0;
+        let k = src.len().min(dst.len() - done);
+        dst[done..done + k].copy_from_slice(&src[..k]);
+        done += k;
+    }
+    done
+}
+
+/// The first `len` bytes of the data-out buffers as a list of slices (borrowing, no copy).
+pub(crate) fn out_prefix<'c>(bufs: &'c [IoSlice<'_>], len: usize) -> Vec<IoSlice<'c>> {
+    let mut rest = len;
+    let mut part = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        if rest == 0 {
+            break;
+        }
+        let k = b.len().min(rest);
+        if k > 0 {
+            part.push(IoSlice::new(&b[..k]));
+        }
+        rest -= k;
+    }
+    part
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::NullStorage;
+
+    #[test]
+    fn put_truncates_to_allocation_and_buffers() {
+        let mut a = [0xffu8; 3];
+        let mut b = [0xffu8; 4];
+        let mut bufs = [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)];
+        let mut d = DataIn::new(&mut bufs);
+        d.put(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 5);
+        assert_eq!(d.written(), 5);
+        assert!(!d.overrun());
+        d.put(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 100);
+        assert_eq!(d.written(), 7);
+        assert!(d.overrun());
+        assert_eq!(a, [1, 2, 3]);
+        assert_eq!(b, [4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn gather_and_prefix_cross_buffers() {
+        let a = [1u8, 2, 3];
+        let b = [4u8, 5];
+        let bufs = [IoSlice::new(&a), IoSlice::new(&[]), IoSlice::new(&b)];
+        let mut dst = [0u8; 4];
+        assert_eq!(gather(&bufs, 2, &mut dst), 3);
+        assert_eq!(&dst[..3], &[3, 4, 5]);
+        assert_eq!(gather(&bufs, 9, &mut dst), 0);
+        let p = out_prefix(&bufs, 4);
+        assert_eq!(p.iter().map(|s| s.len()).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(out_len(&bufs), 5);
+    }
+
+    #[test]
+    fn partial_read_fills_only_the_prefix() {
+        let s = NullStorage::new(4096);
+        let mut a = [0xaau8; 8];
+        let mut bufs = [IoSliceMut::new(&mut a)];
+        let mut d = DataIn::new(&mut bufs);
+        d.read_storage(&s, 0, 5).unwrap();
+        assert_eq!(d.written(), 5);
+        assert_eq!(a, [0, 0, 0, 0, 0, 0xaa, 0xaa, 0xaa]);
+    }
+}

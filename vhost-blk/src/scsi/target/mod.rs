@@ -1,0 +1,472 @@
+//! A SCSI target layer that knows nothing of virtio, tested on byte buffers.
+//!
+//! A [`Topology`] holds targets `0..=max_target`; each present [`Target`] holds LUNs, each LUN
+//! ([`Lun`]) a [`Storage`]. [`Target::execute`] runs one CDB against one LUN with the
+//! initiator's data-out and data-in buffers and returns a [`Response`]: SCSI status,
+//! fixed-format sense data, bytes transferred, residual, an overrun flag and an optional
+//! completion delay (the scan-latency knob; this layer never sleeps).
+//!
+//! Commands: TEST UNIT READY, REQUEST SENSE, INQUIRY (standard, VPD 0x00 0x80 0x83 0xB0 0xB1
+//! 0xB2), REPORT LUNS, READ CAPACITY(10/16), READ/WRITE(6/10/12/16), VERIFY(10/16),
+//! SYNCHRONIZE CACHE(10/16), MODE SENSE(6/10) and MODE SELECT(6/10) (caching page 0x08 with a
+//! settable WCE bit, control page 0x0A), START STOP UNIT, UNMAP, WRITE SAME(10/16). Anything
+//! else is CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
+//!
+//! Buffer rules: data returned by a command is truncated to its allocation length and then
+//! to the data-in buffers; if it had to be cut by the buffers `overrun` is set. A command whose
+//! transfer length (READ, WRITE, VERIFY, WRITE SAME, UNMAP, MODE SELECT) needs more bytes than
+//! the buffers hold is not executed: CHECK CONDITION, INVALID FIELD IN CDB at the length field,
+//! and `overrun` set (the virtio layer reports VIRTIO_SCSI_S_OVERRUN). A shorter transfer than
+//! the buffers leaves a residual.
+//!
+//! Absent LUNs on a present target: INQUIRY answers peripheral qualifier 011b (0x7F), REPORT
+//! LUNS and REQUEST SENSE work, anything else is LOGICAL UNIT NOT SUPPORTED. Absent targets are
+//! the caller's business ([`Topology::target`] returns `None`; virtio answers BAD_TARGET).
+
+mod capacity;
+pub mod cdb;
+pub mod compact;
+pub mod config;
+mod inquiry;
+mod io;
+pub mod lun_addr;
+mod misc;
+mod mode;
+mod provisioning;
+mod report_luns;
+mod rw;
+pub mod sense;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+use std::collections::BTreeMap;
+use std::io::{IoSlice, IoSliceMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::storage::{Storage, StorageError};
+
+pub use config::{
+    Identity, IdentityError, IdentityOverrides, LunConfig, LunError, ScanLatency, TargetConfig,
+    TopologyConfig, TopologyError,
+};
+pub use lun_addr::{decode_virtio_lun, encode_virtio_lun, LunAddrError, VirtioLun};
+pub use sense::{Sense, SenseKey, CHECK_CONDITION, GOOD};
+
+use io::DataIn;
+
+/// Largest transfer a READ/WRITE/VERIFY may ask for, in bytes (advertised in VPD 0xB0).
+pub const MAX_TRANSFER_BYTES: u64 = 8 << 20;
+/// Largest number of blocks one UNMAP may name in total.
+pub const MAX_UNMAP_BLOCKS: u32 = 0x0040_0000;
+/// Largest number of UNMAP block descriptors in one parameter list.
+pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
+/// Largest WRITE SAME, in bytes.
+pub const MAX_WRITE_SAME_BYTES: u64 = 1 << 31;
+
+/// The outcome of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// SCSI status: [`GOOD`] or [`CHECK_CONDITION`].
+    pub status: u8,
+    /// Fixed-format sense data (18 bytes) with CHECK CONDITION, empty otherwise.
+    pub sense: Vec<u8>,
+    /// Bytes written into the data-in buffers (from their start).
+    pub data_in_len: usize,
+    /// Bytes of the data-out buffers the command consumed.
+    pub data_out_len: usize,
+    /// Buffer bytes not transferred (data-in and data-out together), saturated to u32.
+    pub residual: u32,
+    /// The command wanted to transfer more than the buffers hold.
+    pub overrun: bool,
+    /// Delay the completion by this much (scan latency); the caller does the waiting.
+    pub delay: Option<Duration>,
+}
+
+impl Response {
+    pub fn is_good(&self) -> bool {
+        self.status == GOOD
+    }
+
+    /// The sense key/ASC/ASCQ of a CHECK CONDITION, for logs and tests.
+    pub fn sense_code(&self) -> Option<(u8, u8, u8)> {
+        (self.sense.len() >= 14).then(|| (self.sense[2] & 0x0f, self.sense[12], self.sense[13]))
+    }
+}
+
+/// Options of a logical unit other than storage and identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LunOptions {
+    pub block_size: u32,
+    pub read_only: bool,
+    pub thin_provisioning: bool,
+    pub write_cache: bool,
+}
+
+impl Default for LunOptions {
+    fn default() -> Self {
+        Self {
+            block_size: 512,
+            read_only: false,
+            thin_provisioning: true,
+            write_cache: true,
+        }
+    }
+}
+
+/// One logical unit: a storage seen as blocks, plus identity and mode state.
+#[derive(Debug)]
+pub struct Lun {
+    id: u16,
+    storage: Arc<dyn Storage>,
+    block_size: u32,
+    block_shift: u32,
+    blocks: u64,
+    read_only: bool,
+    thin: bool,
+    write_cache: AtomicBool,
+    identity: Identity,
+}
+
+impl Lun {
+    /// A LUN over `storage`. The block size must be 512 or 4096 and the storage must hold at
+    /// least one block (a trailing partial block is not addressable).
+    pub fn new(
+        id: u16,
+        storage: Arc<dyn Storage>,
+        options: LunOptions,
+        identity: Identity,
+    ) -> Result<Self, LunError> {
+        let bs = options.block_size;
+        LunError::check(bs, Some(storage.size()))?;
+        let blocks = storage.size() / bs as u64;
+        Ok(Self {
+            id,
+            read_only: options.read_only || storage.read_only(),
+            storage,
+            block_size: bs,
+            block_shift: bs.trailing_zeros(),
+            blocks,
+            thin: options.thin_provisioning,
+            write_cache: AtomicBool::new(options.write_cache),
+            identity,
+        })
+    }
+
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+    /// Number of addressable logical blocks.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+    pub fn thin_provisioning(&self) -> bool {
+        self.thin
+    }
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+    /// The WCE bit of the caching mode page.
+    pub fn write_cache(&self) -> bool {
+        self.write_cache.load(Ordering::Relaxed)
+    }
+    pub fn set_write_cache(&self, on: bool) {
+        self.write_cache.store(on, Ordering::Relaxed)
+    }
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.storage
+    }
+
+    /// Largest READ/WRITE transfer in blocks.
+    pub fn max_transfer_blocks(&self) -> u32 {
+        (MAX_TRANSFER_BYTES >> self.block_shift) as u32
+    }
+    /// Largest WRITE SAME in blocks.
+    pub fn max_write_same_blocks(&self) -> u64 {
+        MAX_WRITE_SAME_BYTES >> self.block_shift
+    }
+
+    /// Byte offset and length of `blocks` blocks at `lba`, or LBA OUT OF RANGE.
+    pub(crate) fn byte_range(&self, lba: u64, blocks: u64) -> Result<(u64, u64), Sense> {
+        match lba.checked_add(blocks) {
+            Some(end) if end <= self.blocks => {
+                Ok((lba << self.block_shift, blocks << self.block_shift))
+            }
+            _ => Err(sense::LBA_OUT_OF_RANGE),
+        }
+    }
+
+    fn dispatch(&self, op: u8, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
+        use cdb::*;
+        match op {
+            TEST_UNIT_READY => misc::test_unit_ready(cmd),
+            START_STOP_UNIT => misc::start_stop_unit(self, cmd),
+            READ_6 | READ_10 | READ_12 | READ_16 => rw::read(self, cmd),
+            WRITE_6 | WRITE_10 | WRITE_12 | WRITE_16 => rw::write(self, cmd),
+            VERIFY_10 | VERIFY_16 => rw::verify(self, cmd),
+            SYNCHRONIZE_CACHE_10 | SYNCHRONIZE_CACHE_16 => rw::synchronize_cache(self, cmd),
+            READ_CAPACITY_10 => capacity::read_capacity_10(self, cmd),
+            SERVICE_ACTION_IN_16 => match cmd.cdb[1] & 0x1f {
+                SAI_READ_CAPACITY_16 => capacity::read_capacity_16(self, cmd),
+                _ => Err(Sense::invalid_cdb_field(1, Some(4))),
+            },
+            MODE_SENSE_6 | MODE_SENSE_10 => mode::mode_sense(self, cmd),
+            MODE_SELECT_6 | MODE_SELECT_10 => mode::mode_select(self, cmd),
+            UNMAP if self.thin => provisioning::unmap(self, cmd),
+            WRITE_SAME_10 | WRITE_SAME_16 => provisioning::write_same(self, cmd),
+            // Includes ATA PASS-THROUGH(12/16) and REPORT SUPPORTED OPERATION CODES, which
+            // Linux probes and copes without.
+            _ => Err(sense::INVALID_OPCODE),
+        }
+    }
+}
+
+/// One command in flight: the CDB and the buffers.
+pub(crate) struct Cmd<'c, 'a, 'b> {
+    pub cdb: &'c [u8],
+    pub data_out: &'c [IoSlice<'c>],
+    pub data_in: DataIn<'a, 'b>,
+    /// Data-out bytes the command consumed.
+    pub out_used: usize,
+    /// Data-out bytes available.
+    pub out_len: usize,
+    /// The command's transfer did not fit the buffers.
+    pub overrun: bool,
+}
+
+impl Cmd<'_, '_, '_> {
+    /// Fails (and flags the overrun) when the command needs `need` data-out bytes and the
+    /// buffers hold fewer. `len_field` is the CDB byte of the length field.
+    pub fn need_out(&mut self, need: u64, len_field: u16) -> Result<usize, Sense> {
+        if need > self.out_len as u64 {
+            self.overrun = true;
+            return Err(Sense::invalid_cdb_field(len_field, None));
+        }
+        Ok(need as usize)
+    }
+
+    /// Same for data-in.
+    pub fn need_in(&mut self, need: u64, len_field: u16) -> Result<usize, Sense> {
+        if need > self.data_in.capacity() as u64 {
+            self.overrun = true;
+            return Err(Sense::invalid_cdb_field(len_field, None));
+        }
+        Ok(need as usize)
+    }
+}
+
+/// Maps a storage failure to sense data; `write` selects WRITE ERROR over UNRECOVERED READ.
+pub(crate) fn storage_sense(e: StorageError, write: bool) -> Sense {
+    match e {
+        StorageError::OutOfRange { .. } => sense::LBA_OUT_OF_RANGE,
+        StorageError::ReadOnly => sense::WRITE_PROTECTED,
+        e => {
+            tracing::warn!(error = %e, "storage I/O failed");
+            if write {
+                sense::WRITE_ERROR
+            } else {
+                sense::UNRECOVERED_READ_ERROR
+            }
+        }
+    }
+}
+
+/// A target: a set of LUNs (possibly empty) and its scan latencies.
+#[derive(Debug)]
+pub struct Target {
+    id: u8,
+    luns: BTreeMap<u16, Lun>,
+    latency: ScanLatency,
+}
+
+impl Target {
+    pub fn new(id: u8, latency: ScanLatency) -> Self {
+        Self {
+            id,
+            luns: BTreeMap::new(),
+            latency,
+        }
+    }
+
+    pub fn id(&self) -> u8 {
+        self.id
+    }
+
+    /// Adds a LUN, replacing one with the same id.
+    pub fn insert_lun(&mut self, lun: Lun) {
+        self.luns.insert(lun.id, lun);
+    }
+
+    pub fn lun(&self, id: u16) -> Option<&Lun> {
+        self.luns.get(&id)
+    }
+
+    /// Present LUN ids, ascending.
+    pub fn lun_ids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.luns.keys().copied()
+    }
+
+    /// Runs `cdb` against LUN `lun` of this target.
+    pub fn execute(
+        &self,
+        lun: u16,
+        cdb: &[u8],
+        data_out: &[IoSlice<'_>],
+        data_in: &mut [IoSliceMut<'_>],
+    ) -> Response {
+        let out_len = io::out_len(data_out);
+        let mut cmd = Cmd {
+            cdb,
+            data_out,
+            data_in: DataIn::new(data_in),
+            out_used: 0,
+            out_len,
+            overrun: false,
+        };
+        let op = cdb.first().copied();
+        let result = self.run(lun, &mut cmd);
+        let in_cap = cmd.data_in.capacity();
+        let (data_in_len, sense, status) = match result {
+            Ok(()) => (cmd.data_in.written(), Vec::new(), GOOD),
+            Err(s) => {
+                tracing::debug!(target = self.id, lun, opcode = ?op, ?s, "check condition");
+                (0, s.fixed().to_vec(), CHECK_CONDITION)
+            }
+        };
+        let out_used = if status == GOOD { cmd.out_used } else { 0 };
+        let residual = (in_cap - data_in_len).saturating_add(out_len.saturating_sub(out_used));
+        Response {
+            status,
+            sense,
+            data_in_len,
+            data_out_len: out_used,
+            residual: u32::try_from(residual).unwrap_or(u32::MAX),
+            overrun: cmd.overrun || cmd.data_in.overrun(),
+            delay: op.and_then(|op| self.latency.for_opcode(op)),
+        }
+    }
+
+    fn run(&self, lun: u16, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
+        cdb::check_framing(cmd.cdb)?;
+        let op = cmd.cdb[0];
+        let unit = self.lun(lun);
+        match (op, unit) {
+            (cdb::INQUIRY, _) => inquiry::inquiry(unit, cmd),
+            (cdb::REPORT_LUNS, _) => report_luns::report_luns(self, cmd),
+            (cdb::REQUEST_SENSE, _) => misc::request_sense(unit.is_some(), cmd),
+            (_, None) => Err(sense::LUN_NOT_SUPPORTED),
+            (op, Some(unit)) => unit.dispatch(op, cmd),
+        }
+    }
+}
+
+/// Targets `0..=max_target`, some of them absent.
+#[derive(Debug)]
+pub struct Topology {
+    targets: Vec<Option<Target>>,
+    scan_latency: ScanLatency,
+}
+
+impl Topology {
+    /// An empty topology addressing targets `0..=max_target`.
+    pub fn new(max_target: u8) -> Self {
+        Self {
+            targets: (0..=max_target).map(|_| None).collect(),
+            scan_latency: ScanLatency::default(),
+        }
+    }
+
+    /// Sets the scan latency used for commands to absent targets.
+    pub fn set_scan_latency(&mut self, latency: ScanLatency) {
+        self.scan_latency = latency;
+    }
+
+    /// How long to delay the BAD_TARGET answer to `cdb` sent to an absent target (the
+    /// topology's scan latency for INQUIRY, REPORT LUNS and TEST UNIT READY).
+    pub fn absent_target_delay(&self, cdb: &[u8]) -> Option<Duration> {
+        cdb.first().and_then(|&op| self.scan_latency.for_opcode(op))
+    }
+
+    /// Adds (or replaces) a target; grows `max_target` if needed.
+    pub fn insert(&mut self, target: Target) {
+        let i = target.id as usize;
+        if self.targets.len() <= i {
+            self.targets.resize_with(i + 1, || None);
+        }
+        self.targets[i] = Some(target);
+    }
+
+    /// The target with this id, or `None` when it is absent.
+    pub fn target(&self, id: u16) -> Option<&Target> {
+        self.targets.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// The target and LUN a virtio-scsi LUN field addresses; `None` for bad addressing or an
+    /// absent target (both are BAD_TARGET in virtio-scsi). The LUN itself may be absent.
+    pub fn resolve(&self, field: &[u8; 8]) -> Option<(&Target, u16)> {
+        let a = decode_virtio_lun(field).ok()?;
+        Some((self.target(a.target as u16)?, a.lun))
+    }
+
+    /// Highest addressable target id (virtio-scsi `max_target`).
+    pub fn max_target(&self) -> u16 {
+        (self.targets.len() - 1) as u16
+    }
+
+    /// Highest present LUN id over all targets (virtio-scsi `max_lun`), 0 if none.
+    pub fn max_lun(&self) -> u16 {
+        self.targets()
+            .filter_map(|t| t.luns.keys().next_back().copied())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Present targets, ascending.
+    pub fn targets(&self) -> impl Iterator<Item = &Target> + '_ {
+        self.targets.iter().flatten()
+    }
+
+    /// Builds a topology from its configuration, opening every storage.
+    pub fn from_config(cfg: &TopologyConfig) -> Result<Self, TopologyError> {
+        cfg.validate()?;
+        let mut topo = Topology::new(cfg.effective_max_target() as u8);
+        topo.set_scan_latency(cfg.scan_latency);
+        for t in &cfg.targets {
+            let tid = t.id as u8;
+            let mut target = Target::new(tid, t.scan_latency.unwrap_or(cfg.scan_latency));
+            for l in &t.luns {
+                let storage = l.storage.open().map_err(|source| TopologyError::Storage {
+                    target: t.id,
+                    lun: l.id,
+                    source,
+                })?;
+                let options = LunOptions {
+                    block_size: l.block_size,
+                    read_only: l.read_only,
+                    thin_provisioning: l.thin_provisioning,
+                    write_cache: l.write_cache,
+                };
+                let lun = Lun::new(l.id, storage, options, cfg.identity_of(tid, l)).map_err(
+                    |source| TopologyError::Lun {
+                        target: t.id,
+                        lun: l.id,
+                        source,
+                    },
+                )?;
+                target.insert_lun(lun);
+            }
+            topo.insert(target);
+        }
+        Ok(topo)
+    }
+}
