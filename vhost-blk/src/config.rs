@@ -10,6 +10,8 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::completion::{CompletionArgs, CompletionModel};
+use crate::scsi::target::compact::parse_topology;
+use crate::scsi::target::TopologyConfig;
 use crate::storage::StorageSpec;
 
 /// Settings errors. Each renders as one line; `main` exits with code 2.
@@ -43,6 +45,14 @@ pub enum ConfigError {
     FileOnlyOption,
     #[error("storage size {0} is not a multiple of 512 bytes")]
     UnalignedSize(u64),
+    #[error("topology: {0}")]
+    Topology(String),
+    #[error("--topology is only for --device scsi")]
+    TopologyWithoutScsi,
+    #[error(
+        "give either storage (--image/--null/--mem, served as LUN 0:0) or --topology, not both"
+    )]
+    StorageAndTopology,
     #[error("completion model: {0}")]
     Completion(String),
     #[error("{0}")]
@@ -112,6 +122,13 @@ pub struct Args {
     /// Write per-queue statistics as JSON here at exit and on SIGUSR1.
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,
+    /// virtio-scsi targets and LUNs, e.g. `targets=16,luns=1,storage=null:1G` or
+    /// `0:0=file:/a.img,3:1=mem:64M,max_target=15,inquiry_delay=2ms` (see the docs).
+    #[arg(long, value_name = "SPEC")]
+    pub topology: Option<String>,
+    /// virtio-scsi cmd_per_lun: the guest's default LUN queue depth.
+    #[arg(long)]
+    pub cmd_per_lun: Option<u32>,
     #[command(flatten)]
     pub completion: CompletionArgs,
 }
@@ -136,6 +153,9 @@ pub struct FileConfig {
     pub stats_file: Option<PathBuf>,
     /// `[completion]`: the MSI-X latency / coalescing model.
     pub completion: Option<CompletionModel>,
+    /// `[topology]`: virtio-scsi targets and LUNs.
+    pub topology: Option<TopologyConfig>,
+    pub cmd_per_lun: Option<u32>,
 }
 
 impl FileConfig {
@@ -157,7 +177,11 @@ impl FileConfig {
 pub struct Config {
     pub socket_path: PathBuf,
     pub device: DeviceKind,
-    pub storage: StorageSpec,
+    /// The disk (virtio-blk), or LUN 0:0 when virtio-scsi has no explicit topology.
+    pub storage: Option<StorageSpec>,
+    /// virtio-scsi targets and LUNs (None: one LUN 0:0 on `storage`).
+    pub topology: Option<TopologyConfig>,
+    pub cmd_per_lun: u32,
     pub num_queues: u16,
     pub queue_size: u16,
     pub threads: u16,
@@ -240,7 +264,24 @@ impl TryFrom<Args> for Config {
         if chosen > 1 {
             return Err(ConfigError::ConflictingStorage);
         }
+        let topology = match (&a.topology, f.topology) {
+            (Some(t), _) => {
+                Some(parse_topology(t).map_err(|e| ConfigError::Topology(e.to_string()))?)
+            }
+            (None, t) => t,
+        };
+        if let Some(t) = &topology {
+            if device != DeviceKind::Scsi {
+                return Err(ConfigError::TopologyWithoutScsi);
+            }
+            if chosen > 0 {
+                return Err(ConfigError::StorageAndTopology);
+            }
+            t.validate()
+                .map_err(|e| ConfigError::Topology(e.to_string()))?;
+        }
         let storage = match (image, null, mem) {
+            (None, None, None) if topology.is_some() => None,
             (Some(path), None, None) => {
                 let create_size = size.as_deref().map(parse_size).transpose()?;
                 if create_size.is_none() && !path.exists() {
@@ -251,22 +292,22 @@ impl TryFrom<Args> for Config {
                         return Err(ConfigError::UnalignedSize(s));
                     }
                 }
-                StorageSpec::File {
+                Some(StorageSpec::File {
                     path,
                     create_size,
                     direct,
                     read_only,
-                }
+                })
             }
-            (None, Some(n), None) => StorageSpec::Null {
+            (None, Some(n), None) => Some(StorageSpec::Null {
                 size: parse_size(&n)?,
-            },
-            (None, None, Some(m)) => StorageSpec::Mem {
+            }),
+            (None, None, Some(m)) => Some(StorageSpec::Mem {
                 size: parse_size(&m)?,
-            },
+            }),
             _ => return Err(ConfigError::MissingStorage),
         };
-        if !matches!(storage, StorageSpec::File { .. }) {
+        if !matches!(storage, Some(StorageSpec::File { .. })) {
             if size.is_some() {
                 return Err(ConfigError::SizeWithoutImage);
             }
@@ -274,7 +315,7 @@ impl TryFrom<Args> for Config {
                 return Err(ConfigError::FileOnlyOption);
             }
         }
-        if let Some(s) = storage.declared_size() {
+        if let Some(s) = storage.as_ref().and_then(StorageSpec::declared_size) {
             if s % 512 != 0 {
                 return Err(ConfigError::UnalignedSize(s));
             }
@@ -317,7 +358,11 @@ impl TryFrom<Args> for Config {
         completion
             .validate_for_queues(num_queues)
             .map_err(|e| ConfigError::Completion(e.to_string()))?;
+        let cmd_per_lun = a.cmd_per_lun.or(f.cmd_per_lun).unwrap_or(128);
+        in_range("--cmd-per-lun", "1..=1024", cmd_per_lun.into(), 1, 1024)?;
         Ok(Config {
+            topology,
+            cmd_per_lun,
             completion,
             socket_path,
             device,
@@ -464,12 +509,12 @@ mod tests {
         assert!(!img.exists(), "validation must not create files");
         assert_eq!(
             c.storage,
-            StorageSpec::File {
+            Some(StorageSpec::File {
                 path: img,
                 create_size: Some(1 << 20),
                 direct: false,
                 read_only: false
-            }
+            })
         );
     }
 
@@ -486,9 +531,9 @@ mod tests {
         assert_eq!(c.socket_path, PathBuf::from("/tmp/from-file"));
         assert_eq!(c.num_queues, 4);
         assert_eq!(c.serial, "CLI");
-        assert_eq!(c.storage, StorageSpec::Null { size: 1 << 30 });
+        assert_eq!(c.storage, Some(StorageSpec::Null { size: 1 << 30 }));
         let c = Config::try_from(args(&["-c", cfg.to_str().unwrap(), "--mem", "64M"])).unwrap();
-        assert_eq!(c.storage, StorageSpec::Mem { size: 64 << 20 });
+        assert_eq!(c.storage, Some(StorageSpec::Mem { size: 64 << 20 }));
     }
 
     #[test]
@@ -498,6 +543,34 @@ mod tests {
         std::fs::write(&cfg, "socket_path = \"s\"\nnul = \"1G\"\n").unwrap();
         let e = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap_err();
         assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
+    }
+
+    #[test]
+    fn scsi_topology_replaces_the_single_disk() {
+        let c = Config::try_from(args(&[
+            "--socket-path",
+            "s",
+            "--device",
+            "scsi",
+            "--topology",
+            "targets=16,luns=1,storage=null:1G,max_target=255",
+        ]))
+        .unwrap();
+        assert_eq!(c.storage, None);
+        let t = c.topology.unwrap();
+        assert_eq!(t.targets.len(), 16);
+        assert_eq!(t.max_target, Some(255));
+        let c = Config::try_from(args(&[
+            "--socket-path",
+            "s",
+            "--device",
+            "scsi",
+            "--null",
+            "1G",
+        ]))
+        .unwrap();
+        assert!(c.topology.is_none());
+        assert_eq!(c.cmd_per_lun, 128);
     }
 
     #[test]

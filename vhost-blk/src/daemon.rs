@@ -15,6 +15,8 @@ use crate::backend::{BackendOptions, DeviceBackend, Personality};
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
 use crate::queue::SharedStats;
+use crate::scsi::target::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+use crate::scsi::{ScsiOptions, ScsiPersonality};
 use crate::stats::{DeviceStats, QueueStats, StatsExporter};
 use crate::storage::StorageError;
 
@@ -32,6 +34,8 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Topology(String),
     #[error("vhost-user: {0}")]
     VhostUser(String),
     #[error("{0}")]
@@ -45,7 +49,8 @@ impl DaemonError {
             DaemonError::Storage(_)
             | DaemonError::SocketInUse(_)
             | DaemonError::NotASocket(_)
-            | DaemonError::Socket { .. } => 2,
+            | DaemonError::Socket { .. }
+            | DaemonError::Topology(_) => 2,
             _ => 1,
         }
     }
@@ -143,11 +148,14 @@ fn spawn_signal_thread(
 pub fn run(config: Config) -> Result<(), DaemonError> {
     let sigset = block_signals();
     clear_stale_socket(&config.socket_path)?;
-    let storage = config.storage.open()?;
     match config.device {
         DeviceKind::Blk => {
+            let spec = config
+                .storage
+                .as_ref()
+                .ok_or(DaemonError::Other("no storage".into()))?;
             let p = BlkPersonality::new(
-                storage,
+                spec.open()?,
                 BlkOptions {
                     num_queues: config.num_queues,
                     queue_size: config.queue_size,
@@ -158,30 +166,40 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
             serve(&config, Arc::new(p), sigset)
         }
         DeviceKind::Scsi => {
-            use crate::scsi::target::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
-            use crate::scsi::{ScsiOptions, ScsiPersonality};
-            // One target with LUN 0 on the configured storage (a topology option comes later).
-            let options = LunOptions {
-                block_size: config.block_size,
-                ..LunOptions::default()
-            };
-            let lun = Lun::new(0, storage, options, Identity::default_for(0, 0))
-                .map_err(|e| DaemonError::Other(format!("LUN 0:0: {e}")))?;
-            let mut target = Target::new(0, ScanLatency::default());
-            target.insert_lun(lun);
-            let mut topology = Topology::new(0);
-            topology.insert(target);
+            let topology = scsi_topology(&config)?;
             let p = ScsiPersonality::new(
                 Arc::new(topology),
                 ScsiOptions {
                     num_queues: config.num_queues,
                     queue_size: config.queue_size,
-                    cmd_per_lun: 128,
+                    cmd_per_lun: config.cmd_per_lun,
                 },
             );
             serve(&config, Arc::new(p), sigset)
         }
     }
+}
+
+/// The SCSI topology: the configured one, or LUN 0:0 of target 0 on the single storage.
+fn scsi_topology(config: &Config) -> Result<Topology, DaemonError> {
+    if let Some(t) = &config.topology {
+        return Topology::from_config(t).map_err(|e| DaemonError::Topology(e.to_string()));
+    }
+    let spec = config
+        .storage
+        .as_ref()
+        .ok_or(DaemonError::Other("no storage".into()))?;
+    let options = LunOptions {
+        block_size: config.block_size,
+        ..LunOptions::default()
+    };
+    let lun = Lun::new(0, spec.open()?, options, Identity::default_for(0, 0))
+        .map_err(|e| DaemonError::Topology(format!("LUN 0:0: {e}")))?;
+    let mut target = Target::new(0, ScanLatency::default());
+    target.insert_lun(lun);
+    let mut topology = Topology::new(0);
+    topology.insert(target);
+    Ok(topology)
 }
 
 /// Every queue's statistics, kept across connections.

@@ -49,7 +49,9 @@ impl QueueState {
             Some(v) => VectorEngine::new(model, v),
             None => VectorEngine::new(&CompletionModel::default(), 0),
         };
-        let timer = if engine.is_passthrough() {
+        // Request queues always get a timer: even a pass-through model honours per-request
+        // extra delays (e.g. the SCSI scan-latency knobs).
+        let timer = if vector.is_none() {
             None
         } else {
             match DeadlineTimer::new(model.spin_ns) {

@@ -106,7 +106,7 @@ pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
     bufs.write_writable(0, &resp);
     Outcome::Complete {
         used_len: resp.len() as u32,
-        kind: RequestKind::Control,
+        kind: RequestKind::Tmf,
         bytes: 0,
         extra_delay_ns: 0,
     }
@@ -181,7 +181,7 @@ mod tests {
                 o,
                 Outcome::Complete {
                     used_len: 1,
-                    kind: RequestKind::Control,
+                    kind: RequestKind::Tmf,
                     ..
                 }
             ),
