@@ -134,8 +134,6 @@ enum BenchError {
     Cpu(u32, std::io::Error),
     #[error("writing {0}: {1}")]
     Json(PathBuf, std::io::Error),
-    #[error("queue size {size} is too small for qd {qd}")]
-    QueueSize { size: u16, qd: u16 },
 }
 
 /// Results of one queue.
@@ -409,12 +407,6 @@ fn line(r: &QueueReport) -> String {
 }
 
 fn run(args: &Args) -> Result<Report, BenchError> {
-    if args.queue_size < args.qd.saturating_mul(3) {
-        return Err(BenchError::QueueSize {
-            size: args.queue_size,
-            qd: args.qd,
-        });
-    }
     let per_slot = u64::from(args.bs) + 4096 + 64;
     let opts = ConnectOptions {
         num_queues: args.queues,
@@ -526,6 +518,13 @@ fn run(args: &Args) -> Result<Report, BenchError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.queue_size < args.qd.saturating_mul(3) || !args.queue_size.is_power_of_two() {
+        eprintln!(
+            "vhost-blk-bench: --queue-size {} must be a power of two and at least 3 x --qd ({})",
+            args.queue_size, args.qd
+        );
+        return ExitCode::from(2);
+    }
     let report = match run(&args) {
         Ok(r) => r,
         Err(e) => {
