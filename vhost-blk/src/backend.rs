@@ -21,7 +21,9 @@ use vmm_sys_util::event::{
 };
 
 use crate::chain::GuestMemoryMmapT;
-use crate::queue::QueueState;
+use crate::completion::CompletionModel;
+use crate::queue::{QueueState, SharedStats};
+pub use crate::stats::RequestKind;
 
 /// Guest memory shared with the vhost-user handler.
 pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;
@@ -45,54 +47,6 @@ pub enum Outcome {
     },
     /// The device keeps the buffer for later (virtio-scsi event queue).
     Held,
-}
-
-/// Request types counted per queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestKind {
-    Read,
-    Write,
-    Flush,
-    Discard,
-    WriteZeroes,
-    GetId,
-    ScsiCmd,
-    Control,
-    Unsupported,
-    /// The request was refused (bad chain, out-of-range sector, ...).
-    Error,
-}
-
-impl RequestKind {
-    /// All kinds, in the order statistics print them.
-    pub const ALL: [RequestKind; 10] = [
-        RequestKind::Read,
-        RequestKind::Write,
-        RequestKind::Flush,
-        RequestKind::Discard,
-        RequestKind::WriteZeroes,
-        RequestKind::GetId,
-        RequestKind::ScsiCmd,
-        RequestKind::Control,
-        RequestKind::Unsupported,
-        RequestKind::Error,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RequestKind::Read => "read",
-            RequestKind::Write => "write",
-            RequestKind::Flush => "flush",
-            RequestKind::Discard => "discard",
-            RequestKind::WriteZeroes => "write_zeroes",
-            RequestKind::GetId => "get_id",
-            RequestKind::ScsiCmd => "scsi_cmd",
-            RequestKind::Control => "control",
-            RequestKind::Unsupported => "unsupported",
-            RequestKind::Error => "error",
-        }
-    }
 }
 
 /// A device personality (virtio-blk, virtio-scsi): features, config space, queue layout and
@@ -125,6 +79,8 @@ pub trait Personality: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct BackendOptions {
     pub queue_size: u16,
+    /// The completion-latency model of the request queues.
+    pub model: CompletionModel,
     /// Queue masks per worker thread.
     pub thread_masks: Vec<u64>,
 }
@@ -142,7 +98,12 @@ pub struct DeviceBackend<P: Personality> {
 }
 
 impl<P: Personality> DeviceBackend<P> {
-    pub fn new(personality: Arc<P>, mem: GuestMem, opts: BackendOptions) -> Self {
+    pub fn new(
+        personality: Arc<P>,
+        mem: GuestMem,
+        opts: BackendOptions,
+        stats: &[SharedStats],
+    ) -> Self {
         let n = personality.num_queues();
         let thread_queues = opts
             .thread_masks
@@ -152,8 +113,8 @@ impl<P: Personality> DeviceBackend<P> {
         let first = personality.first_request_queue();
         let queues = (0..n)
             .map(|q| {
-                let vector = q.checked_sub(first);
-                Mutex::new(QueueState::new(q, vector))
+                let vector = q.checked_sub(first).map(|v| v as u16);
+                Mutex::new(QueueState::new(q, vector, &opts.model, stats[q].clone()))
             })
             .collect();
         Self {

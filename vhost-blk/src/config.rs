@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
+use crate::completion::{CompletionArgs, CompletionModel};
 use crate::storage::StorageSpec;
 
 /// Settings errors. Each renders as one line; `main` exits with code 2.
@@ -42,6 +43,8 @@ pub enum ConfigError {
     FileOnlyOption,
     #[error("storage size {0} is not a multiple of 512 bytes")]
     UnalignedSize(u64),
+    #[error("completion model: {0}")]
+    Completion(String),
     #[error("{0}")]
     Other(String),
 }
@@ -109,6 +112,8 @@ pub struct Args {
     /// Write per-queue statistics as JSON here at exit and on SIGUSR1.
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub completion: CompletionArgs,
 }
 
 /// The same settings as a TOML file.
@@ -129,6 +134,8 @@ pub struct FileConfig {
     pub block_size: Option<u32>,
     pub serial: Option<String>,
     pub stats_file: Option<PathBuf>,
+    /// `[completion]`: the MSI-X latency / coalescing model.
+    pub completion: Option<CompletionModel>,
 }
 
 impl FileConfig {
@@ -157,6 +164,7 @@ pub struct Config {
     pub block_size: u32,
     pub serial: String,
     pub stats_file: Option<PathBuf>,
+    pub completion: CompletionModel,
 }
 
 /// Default serial: recognisable in the guest's sysfs.
@@ -304,7 +312,13 @@ impl TryFrom<Args> for Config {
         if serial.len() > 20 {
             return Err(ConfigError::SerialTooLong(serial));
         }
+        let mut completion = f.completion.unwrap_or_default();
+        a.completion.apply(&mut completion);
+        completion
+            .validate_for_queues(num_queues)
+            .map_err(|e| ConfigError::Completion(e.to_string()))?;
         Ok(Config {
+            completion,
             socket_path,
             device,
             storage,

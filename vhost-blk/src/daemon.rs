@@ -14,6 +14,8 @@ use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use crate::backend::{BackendOptions, DeviceBackend, Personality};
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
+use crate::queue::SharedStats;
+use crate::stats::{DeviceStats, QueueStats, StatsExporter};
 use crate::storage::StorageError;
 
 /// Errors that stop the daemon.
@@ -161,6 +163,46 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
     }
 }
 
+/// Every queue's statistics, kept across connections.
+#[derive(Clone)]
+struct StatsRegistry {
+    queues: Vec<SharedStats>,
+    model: String,
+    exporter: Option<StatsExporter>,
+}
+
+impl StatsRegistry {
+    fn new(n: usize, model: String, file: Option<&Path>) -> Self {
+        Self {
+            queues: (0..n)
+                .map(|q| Arc::new(Mutex::new(QueueStats::new(q as u16))))
+                .collect(),
+            model,
+            exporter: file.map(StatsExporter::new),
+        }
+    }
+
+    fn snapshot(&self) -> DeviceStats {
+        let copies: Vec<QueueStats> = self
+            .queues
+            .iter()
+            .map(|q| q.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect();
+        DeviceStats::collect(Some(self.model.clone()), copies.iter())
+    }
+
+    /// Writes the stats file (if configured) and returns the one-line summary.
+    fn export(&self) -> String {
+        let s = self.snapshot();
+        if let Some(x) = &self.exporter {
+            if let Err(e) = x.export(&s) {
+                tracing::warn!("{e}");
+            }
+        }
+        s.summary()
+    }
+}
+
 fn serve<P: Personality>(
     config: &Config,
     personality: Arc<P>,
@@ -172,8 +214,21 @@ fn serve<P: Personality>(
         source: std::io::Error::other(e.to_string()),
     })?;
     let control = Arc::new(Control::default());
-    spawn_signal_thread(sigset, control.clone(), path.clone(), Arc::new(|| {}));
+    let stats = StatsRegistry::new(
+        personality.num_queues(),
+        config.completion.to_string(),
+        config.stats_file.as_deref(),
+    );
+    let on_usr1 = {
+        let stats = stats.clone();
+        Arc::new(move || {
+            let line = stats.export();
+            tracing::info!("{line}");
+        })
+    };
+    spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1);
     let opts = BackendOptions {
+        model: config.completion.clone(),
         queue_size: config.queue_size,
         thread_masks: config
             .thread_masks(personality.num_queues(), personality.first_request_queue()),
@@ -183,10 +238,13 @@ fn serve<P: Personality>(
         device = personality.name(),
         queues = personality.num_queues(),
         threads = opts.thread_masks.len(),
+        completion = %config.completion,
         "listening"
     );
-    let result = serve_connections(&mut listener, personality, opts, &control);
+    let result = serve_connections(&mut listener, personality, opts, &control, &stats);
     let _ = std::fs::remove_file(path);
+    let line = stats.export();
+    tracing::info!("{line}");
     result
 }
 
@@ -195,6 +253,7 @@ fn serve_connections<P: Personality>(
     personality: Arc<P>,
     opts: BackendOptions,
     control: &Control,
+    stats: &StatsRegistry,
 ) -> Result<(), DaemonError> {
     let mut connections = 0u64;
     while !control.stop.load(Ordering::SeqCst) {
@@ -203,6 +262,7 @@ fn serve_connections<P: Personality>(
             personality.clone(),
             mem.clone(),
             opts.clone(),
+            &stats.queues,
         ));
         let mut daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem)
             .map_err(|e| DaemonError::VhostUser(e.to_string()))?;

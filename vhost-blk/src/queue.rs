@@ -1,30 +1,77 @@
-//! Per-queue state owned by the queue's worker: held completions and the queue's vring.
+//! Per-queue state owned by the queue's worker: the completion engine (when to publish a used
+//! entry, when to interrupt), its deadline timer, the queue's statistics and its vring.
 //!
-//! Completions are added to the used ring in batches and the guest is signalled once per batch
-//! (subject to EVENT_IDX suppression).
+//! The engine only decides; this is where its decisions touch the ring: `add_used` for each
+//! published completion, and the call eventfd when the engine says the vector's interrupt is
+//! due (unless the driver suppressed it with EVENT_IDX).
 
-use crate::backend::{RequestKind, Vring};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use vhost_user_backend::VringT;
 
-/// Completions published per batch before the worker looks at the ring again.
+use crate::backend::Vring;
+use crate::completion::{now_ns, CompletionModel, DeadlineTimer, Poll, VectorEngine};
+use crate::stats::{QueueStats, RequestKind};
+
+/// Completions handed to the engine before it is polled while a ring is being drained.
 const BATCH: usize = 32;
+
+/// Statistics of one queue, shared with the exporter (signal thread). Only the queue's worker
+/// writes them; the exporter locks briefly to take a snapshot.
+pub type SharedStats = Arc<Mutex<QueueStats>>;
+
+/// A completion waiting in the engine: descriptor head and used length.
+type Item = (u16, u32);
 
 /// State of one vring.
 pub struct QueueState {
     index: usize,
-    /// MSI-X vector number for request queues (None for control/event queues).
-    vector: Option<usize>,
     vring: Option<Vring>,
-    pending: Vec<(u16, u32)>,
+    engine: VectorEngine<Item>,
+    timer: Option<DeadlineTimer>,
+    armed: Option<u64>,
+    stats: SharedStats,
+    submitted_since_poll: usize,
+    published: Vec<Item>,
 }
 
 impl QueueState {
-    pub fn new(index: usize, vector: Option<usize>) -> Self {
+    /// `vector` is the MSI-X vector number of a request queue; control and event queues get
+    /// an immediate (pass-through) engine.
+    pub fn new(
+        index: usize,
+        vector: Option<u16>,
+        model: &CompletionModel,
+        stats: SharedStats,
+    ) -> Self {
+        let engine = match vector {
+            Some(v) => VectorEngine::new(model, v),
+            None => VectorEngine::new(&CompletionModel::default(), 0),
+        };
+        let timer = if engine.is_passthrough() {
+            None
+        } else {
+            match DeadlineTimer::new(model.spin_ns) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::error!(
+                        queue = index,
+                        "no timer, completions will be immediate: {e}"
+                    );
+                    None
+                }
+            }
+        };
         Self {
             index,
-            vector,
             vring: None,
-            pending: Vec::with_capacity(BATCH),
+            engine,
+            timer,
+            armed: None,
+            stats,
+            submitted_since_poll: 0,
+            published: Vec::with_capacity(BATCH),
         }
     }
 
@@ -35,64 +82,109 @@ impl QueueState {
         }
     }
 
-    pub fn index(&self) -> usize {
-        self.index
+    fn stats(&self) -> MutexGuard<'_, QueueStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn vector(&self) -> Option<usize> {
-        self.vector
-    }
-
-    /// A request finished its I/O.
+    /// A request finished its I/O: count it and hand it to the engine.
     pub fn submit(
         &mut self,
         head: u16,
         used_len: u32,
-        _kind: RequestKind,
-        _bytes: u64,
-        _extra_ns: u64,
+        kind: RequestKind,
+        bytes: u64,
+        extra_ns: u64,
     ) {
-        self.pending.push((head, used_len));
+        self.stats().on_request(kind, bytes);
+        self.engine.submit(now_ns(), (head, used_len), extra_ns);
+        self.submitted_since_poll += 1;
     }
 
     pub fn should_flush_batch(&self) -> bool {
-        self.pending.len() >= BATCH
+        self.submitted_since_poll >= BATCH
     }
 
-    /// Adds pending completions to the used ring and signals the guest if it wants it.
+    /// Lets the engine publish what is due and signal if the interrupt is due.
     pub fn publish(&mut self, event_idx: bool) {
-        if self.pending.is_empty() {
+        self.submitted_since_poll = 0;
+        let now = now_ns();
+        let mut out = std::mem::take(&mut self.published);
+        let poll = {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            self.engine.poll(now, &mut stats, |it| out.push(it))
+        };
+        self.apply(poll, &mut out, event_idx);
+        self.published = out;
+    }
+
+    /// Writes the engine's decisions to the ring and re-arms the timer.
+    fn apply(&mut self, poll: Poll, out: &mut Vec<Item>, event_idx: bool) {
+        if let Some(vring) = &self.vring {
+            for (head, len) in out.drain(..) {
+                if let Err(e) = vring.add_used(head, len) {
+                    tracing::warn!(queue = self.index, "add_used({head}) failed: {e}");
+                }
+            }
+            if poll.signal && (!event_idx || vring.needs_notification().unwrap_or(true)) {
+                if let Err(e) = vring.signal_used_queue() {
+                    tracing::warn!(queue = self.index, "signal failed: {e}");
+                }
+            }
+        } else {
+            out.clear();
+        }
+        self.arm(poll.next_deadline_ns);
+    }
+
+    fn arm(&mut self, deadline: Option<u64>) {
+        let Some(timer) = &mut self.timer else { return };
+        if deadline == self.armed {
             return;
         }
-        let Some(vring) = &self.vring else { return };
-        for (head, len) in self.pending.drain(..) {
-            if let Err(e) = vring.add_used(head, len) {
-                tracing::warn!(queue = self.index, "add_used failed: {e}");
-            }
+        let r = match deadline {
+            Some(d) => timer.arm(d),
+            None => timer.disarm(),
+        };
+        if let Err(e) = r {
+            tracing::warn!(queue = self.index, "timer: {e}");
         }
-        if !event_idx || vring.needs_notification().unwrap_or(true) {
-            if let Err(e) = vring.signal_used_queue() {
-                tracing::warn!(queue = self.index, "signal failed: {e}");
-            }
-        }
+        self.armed = deadline;
     }
 
-    /// Publishes everything held now.
-    pub fn flush(&mut self, event_idx: bool) {
-        self.publish(event_idx);
-    }
-
+    /// The timer fired: wait out the last microseconds, then poll.
     pub fn on_timer(&mut self, event_idx: bool) {
+        let Some(timer) = &mut self.timer else { return };
+        let _ = timer.drain();
+        if let Some(d) = self.armed.take() {
+            timer.spin_until(d);
+        }
         self.publish(event_idx);
     }
 
-    pub fn timer_fd(&self) -> Option<std::os::fd::RawFd> {
-        None
+    /// Publishes and signals everything held, ignoring deadlines (ring stop, shutdown).
+    pub fn flush(&mut self, event_idx: bool) {
+        let mut out = std::mem::take(&mut self.published);
+        let poll = {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            self.engine.flush(now_ns(), &mut stats, |it| out.push(it))
+        };
+        self.apply(poll, &mut out, event_idx);
+        self.published = out;
+    }
+
+    pub fn timer_fd(&self) -> Option<RawFd> {
+        self.timer.as_ref().map(|t| t.as_raw_fd())
     }
 
     /// Device reset: held completions refer to the old rings and are dropped.
     pub fn reset(&mut self) {
-        self.pending.clear();
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            self.engine.discard(&mut stats, |_| {});
+        }
+        self.arm(None);
         self.vring = None;
+        self.published.clear();
+        self.submitted_since_poll = 0;
     }
 }

@@ -223,7 +223,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES => discard_or_zero(p, bufs, h.type_),
-        _ => Done::err(BlkStatus::Unsupp, RequestKind::Unsupported),
+        _ => Done::err(BlkStatus::Unsupp, RequestKind::Other),
     }
 }
 
@@ -434,7 +434,8 @@ mod tests {
     fn bad_requests_get_the_right_status() {
         let p = personality(1 << 20);
         let m = mem();
-        let cases: Vec<(u32, u64, Vec<(u64, u32, u16)>, u8)> = vec![
+        type Case = (u32, u64, Vec<(u64, u32, u16)>, u8);
+        let cases: Vec<Case> = vec![
             // read past the end
             (
                 VIRTIO_BLK_T_IN,

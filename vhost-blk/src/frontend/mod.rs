@@ -11,7 +11,7 @@ mod ring;
 pub use blk::{BlkRequest, BlkResult};
 pub use device::{ConnectOptions, Connection, QueueHandle};
 pub use memory::GuestRam;
-pub use ring::{Buf, SplitRing, Used};
+pub use ring::{Buf, RawDesc, SplitRing, Used};
 
 /// Frontend errors.
 #[derive(Debug, thiserror::Error)]

@@ -26,6 +26,15 @@ pub struct Buf {
     pub writable: bool,
 }
 
+/// A descriptor exactly as written into a table (for hand-made, possibly malformed chains).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawDesc {
+    pub addr: u64,
+    pub len: u32,
+    pub flags: u16,
+    pub next: u16,
+}
+
 /// One used-ring entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Used {
@@ -107,11 +116,14 @@ impl SplitRing {
         ram: &GuestRam,
         table: u64,
         i: u16,
-        addr: u64,
-        len: u32,
-        flags: u16,
-        next: u16,
+        d: RawDesc,
     ) -> Result<(), FrontendError> {
+        let RawDesc {
+            addr,
+            len,
+            flags,
+            next,
+        } = d;
         let mut b = [0u8; 16];
         b[0..8].copy_from_slice(&addr.to_le_bytes());
         b[8..12].copy_from_slice(&len.to_le_bytes());
@@ -121,16 +133,8 @@ impl SplitRing {
     }
 
     /// Writes a reserved descriptor exactly as given (for malformed-request tests).
-    pub fn write_raw_desc(
-        &self,
-        ram: &GuestRam,
-        i: u16,
-        addr: u64,
-        len: u32,
-        flags: u16,
-        next: u16,
-    ) -> Result<(), FrontendError> {
-        self.write_desc(ram, self.desc, i, addr, len, flags, next)
+    pub fn write_raw_desc(&self, ram: &GuestRam, i: u16, d: RawDesc) -> Result<(), FrontendError> {
+        self.write_desc(ram, self.desc, i, d)
     }
 
     /// First reserved descriptor index.
@@ -149,12 +153,9 @@ impl SplitRing {
         ram: &GuestRam,
         table: u64,
         i: u16,
-        addr: u64,
-        len: u32,
-        flags: u16,
-        next: u16,
+        d: RawDesc,
     ) -> Result<(), FrontendError> {
-        self.write_desc(ram, table, i, addr, len, flags, next)
+        self.write_desc(ram, table, i, d)
     }
 
     /// Queues a request made of `bufs`; with `indirect`, through one indirect descriptor.
@@ -174,17 +175,25 @@ impl SplitRing {
             for (i, b) in bufs.iter().enumerate() {
                 let last = i + 1 == bufs.len();
                 let flags = if b.writable { F_WRITE } else { 0 } | if last { 0 } else { F_NEXT };
-                self.write_desc(ram, table, i as u16, b.addr, b.len, flags, (i + 1) as u16)?;
+                self.write_desc(
+                    ram,
+                    table,
+                    i as u16,
+                    RawDesc {
+                        addr: b.addr,
+                        len: b.len,
+                        flags,
+                        next: (i + 1) as u16,
+                    },
+                )?;
             }
-            self.write_desc(
-                ram,
-                self.desc,
-                head,
-                table,
-                (16 * bufs.len()) as u32,
-                F_INDIRECT,
-                0,
-            )?;
+            let d = RawDesc {
+                addr: table,
+                len: (16 * bufs.len()) as u32,
+                flags: F_INDIRECT,
+                next: 0,
+            };
+            self.write_desc(ram, self.desc, head, d)?;
             self.chains[head as usize] = vec![head];
             self.publish(ram, head)?;
             return Ok(head);
@@ -197,7 +206,17 @@ impl SplitRing {
             let last = i + 1 == bufs.len();
             let flags = if b.writable { F_WRITE } else { 0 } | if last { 0 } else { F_NEXT };
             let next = if last { 0 } else { ids[i + 1] };
-            self.write_desc(ram, self.desc, ids[i], b.addr, b.len, flags, next)?;
+            self.write_desc(
+                ram,
+                self.desc,
+                ids[i],
+                RawDesc {
+                    addr: b.addr,
+                    len: b.len,
+                    flags,
+                    next,
+                },
+            )?;
         }
         let head = ids[0];
         self.chains[head as usize] = ids;
