@@ -215,8 +215,11 @@ impl Lane {
                 req.flush()?;
             }
         }
+        // Timestamp before the kick: the backend cannot complete the request earlier, so a
+        // preempted bench thread can only make a latency look longer, never shorter.
+        let submitted = now_ns();
         let head = self.q.submit(&req.bufs())?;
-        self.by_head[usize::from(head)] = Some((slot, now_ns()));
+        self.by_head[usize::from(head)] = Some((slot, submitted));
         Ok(())
     }
 
