@@ -4,7 +4,9 @@
 #  1. Floor: cyclictest (SCHED_FIFO 80, 200 us interval) wake-up latency of this host.
 #  2. Ours: vhost-blk on null storage, 1 queue, QD1, MSI-X latency 10/50/200/1000 us; the bench
 #     spins on the used ring and the call eventfd and measures every completion's used-entry-to-
-#     interrupt delay. Median error = p50 - target, p99 excess = p99 - target.
+#     interrupt delay. Median error = p50 - target, p99 excess = p99 - target. A preempted bench
+#     thread timestamps used entries late, so on a loaded host this delay reads short; the request
+#     latency (timestamped before the kick, ended by the interrupt) can only read long.
 #  3. qemu-storage-daemon: null-co latency-ns at the same targets (a service delay, so the request
 #     latency is compared: p50 - target, p99 - target), with ours' request latency beside it.
 #  4. Efficiency: 4k randread on null storage, 8 queues x QD32 from 2 bench threads, ops per
