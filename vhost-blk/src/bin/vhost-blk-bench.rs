@@ -4,8 +4,9 @@
 //! requests in flight on each of `--queues` queues from `--threads` threads, and reports per queue
 //! IOPS, bandwidth, request latency percentiles and interrupts, as text and JSON.
 //!
-//! Two ways to wait for completions:
-//! - default: sleep on the queues' call eventfds, as a guest driver does;
+//! As in a guest driver, a queue's completions are reaped (and their slots resubmitted) only when
+//! its interrupt (call eventfd) arrives. Two ways to wait for it:
+//! - default: sleep on the queues' call eventfds;
 //! - `--measure-irq`: spin on the used rings and call eventfds without sleeping, timestamping when
 //!   each used entry becomes visible and when the interrupt arrives; the difference is the
 //!   *measured interrupt delay* of every completion (resolution: one spin iteration). Spinning
@@ -23,9 +24,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use std::sync::atomic::Ordering;
 use vhost_blk::completion::{now_ns, parse_duration_ns};
-use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, QueueHandle};
+use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, FrontendError, QueueHandle};
 use vhost_blk::stats::{CountSummary, Hist, LatencySummary};
+use vm_memory::{Bytes, GuestAddress};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Pattern {
@@ -127,15 +130,13 @@ struct Args {
 #[derive(Debug, thiserror::Error)]
 enum BenchError {
     #[error("{0}")]
-    Frontend(#[from] vhost_blk::frontend::FrontendError),
+    Frontend(#[from] FrontendError),
     #[error("queue {0}: no completion for 10 s (backend hung?)")]
     Stalled(u16),
     #[error("backend CPU time of pid {0}: {1}")]
     Cpu(u32, std::io::Error),
     #[error("writing {0}: {1}")]
     Json(PathBuf, std::io::Error),
-    #[error("queue size {size} is too small for qd {qd}")]
-    QueueSize { size: u16, qd: u16 },
 }
 
 /// Results of one queue.
@@ -158,6 +159,9 @@ struct Lane {
     by_head: Vec<Option<(usize, u64)>>,
     /// Completions seen and not yet covered by an interrupt (`--measure-irq`): seen times.
     unsignalled: Vec<u64>,
+    /// Used index up to which entries were timestamped / consumed.
+    seen_idx: u16,
+    consumed_idx: u16,
     last_progress: u64,
     res: QueueResult,
 }
@@ -211,8 +215,11 @@ impl Lane {
                 req.flush()?;
             }
         }
+        // Timestamp before the kick: the backend cannot complete the request earlier, so a
+        // preempted bench thread can only make a latency look longer, never shorter.
+        let submitted = now_ns();
         let head = self.q.submit(&req.bufs())?;
-        self.by_head[usize::from(head)] = Some((slot, now_ns()));
+        self.by_head[usize::from(head)] = Some((slot, submitted));
         Ok(())
     }
 
@@ -248,9 +255,6 @@ impl Lane {
                 } else if plan.rw != Pattern::Flush {
                     r.bytes += u64::from(plan.bs);
                 }
-                if plan.measure_irq {
-                    self.unsignalled.push(now);
-                }
             }
         }
         if now < plan.end {
@@ -258,7 +262,29 @@ impl Lane {
                 self.issue(slot, plan, rng, seq)?;
             }
         }
+        self.consumed_idx = self.consumed_idx.wrapping_add(used.len() as u16);
+        // Entries that became visible between the last peek and the reap were not timestamped.
+        self.seen_idx = self.consumed_idx;
         Ok(done.len())
+    }
+
+    /// Timestamps used entries that became visible since the last look, without consuming them.
+    fn peek_used(&mut self, now: u64, plan: &Plan) -> Result<(), BenchError> {
+        let (_, _, used) = self.q.ring.addresses();
+        let idx: u16 = self
+            .q
+            .ram
+            .memory()
+            .load(GuestAddress(used + 2), Ordering::Acquire)
+            .map(u16::from_le)
+            .map_err(|e| FrontendError::Memory(e.to_string()))?;
+        let new = idx.wrapping_sub(self.seen_idx);
+        if now >= plan.start_record && now <= plan.end {
+            self.unsignalled
+                .extend(std::iter::repeat_n(now, usize::from(new)));
+        }
+        self.seen_idx = idx;
+        Ok(())
     }
 
     fn interrupt(&mut self, now: u64, plan: &Plan) {
@@ -297,7 +323,11 @@ fn run_thread(
         }
         lane.last_progress = now_ns();
     }
+    // Like a guest driver, a queue is reaped (and its slots resubmitted) only when its interrupt
+    // arrives; a 100 ms safety reap covers a lost interrupt. With --measure-irq the thread spins,
+    // timestamping used entries as they become visible.
     while lanes.iter().any(Lane::in_flight) {
+        let mut timed_out = false;
         if !plan.measure_irq {
             let mut fds: Vec<libc::pollfd> = lanes
                 .iter()
@@ -308,16 +338,22 @@ fn run_thread(
                 })
                 .collect();
             // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+            timed_out = n == 0;
         }
         for lane in &mut lanes {
-            // Spin mode: used entries first, then the interrupt, then entries that raced with it.
-            let now = now_ns();
-            lane.reap(now, plan, &mut rng, &mut seq)?;
+            if plan.measure_irq {
+                lane.peek_used(now_ns(), plan)?;
+            }
             if read_call(&lane.q) {
                 let now = now_ns();
-                lane.reap(now, plan, &mut rng, &mut seq)?;
+                if plan.measure_irq {
+                    lane.peek_used(now, plan)?;
+                }
                 lane.interrupt(now, plan);
+                lane.reap(now, plan, &mut rng, &mut seq)?;
+            } else if timed_out {
+                lane.reap(now_ns(), plan, &mut rng, &mut seq)?;
             }
             if lane.in_flight() && now_ns().saturating_sub(lane.last_progress) > 10_000_000_000 {
                 return Err(BenchError::Stalled(lane.q.index));
@@ -409,12 +445,6 @@ fn line(r: &QueueReport) -> String {
 }
 
 fn run(args: &Args) -> Result<Report, BenchError> {
-    if args.queue_size < args.qd.saturating_mul(3) {
-        return Err(BenchError::QueueSize {
-            size: args.queue_size,
-            qd: args.qd,
-        });
-    }
     let per_slot = u64::from(args.bs) + 4096 + 64;
     let opts = ConnectOptions {
         num_queues: args.queues,
@@ -447,6 +477,8 @@ fn run(args: &Args) -> Result<Report, BenchError> {
             q,
             slots,
             unsignalled: Vec::new(),
+            seen_idx: 0,
+            consumed_idx: 0,
             last_progress: 0,
             res: QueueResult {
                 queue: i,
@@ -526,6 +558,13 @@ fn run(args: &Args) -> Result<Report, BenchError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.queue_size < args.qd.saturating_mul(3) || !args.queue_size.is_power_of_two() {
+        eprintln!(
+            "vhost-blk-bench: --queue-size {} must be a power of two and at least 3 x --qd ({})",
+            args.queue_size, args.qd
+        );
+        return ExitCode::from(2);
+    }
     let report = match run(&args) {
         Ok(r) => r,
         Err(e) => {

@@ -481,5 +481,5 @@ fn real_clock_worker_loop_is_never_early() {
     assert_eq!(signals, 20);
     assert_eq!(stats.irq_timing().0, 0, "signalled early");
     assert!(stats.irq_delay().min().unwrap() >= 300 * US);
-    assert!(stats.irq_error().max().unwrap() < 50 * MS);
+    assert!(stats.irq_error().max().unwrap() < 250 * MS);
 }

@@ -220,7 +220,7 @@ mod tests {
         let now = t.spin_until(deadline);
         // Generous: a loaded 2-core host can be late by tens of ms, never early.
         assert!(
-            now >= deadline && now < deadline + 50 * MS,
+            now >= deadline && now < deadline + 250 * MS,
             "{now} vs {deadline}"
         );
     }
