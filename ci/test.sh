@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command (README, and what CI runs): installs what the tests need, checks formatting
+# and lints, then runs every test of the workspace, including the booted-guest tests that start
+# real QEMU guests (TCG) with Debian's PREEMPT_RT kernel, real fio and the vhost-blk backend.
+#
+# Kernel and initramfs images are built on first use into $VB_CACHE (default: .cache/ in the
+# checkout) and reused afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+if [ "$(id -u)" = 0 ]; then
+    step "installing packages"
+    ci/install-deps.sh
+else
+    echo "not root: assuming ci/install-deps.sh was run" >&2
+fi
+
+export CARGO_TERM_COLOR=never
+step "format"
+cargo fmt --all -- --check
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+step "build"
+cargo build --workspace --all-targets
+step "guest images (debian-rt kernel + initramfs with static fio)"
+cargo run -q -p guest-tests -- images build debian-rt
+step "tests"
+cargo test --workspace
+step "done"
