@@ -1,7 +1,8 @@
 //! An in-process vhost-user frontend: memfd guest memory, split virtqueues driven from the
-//! driver side, and request builders (virtio-blk and virtio-scsi). Used by the integration tests (to drive every queue of a
-//! backend in parallel without QEMU) and by the load generator `vhost-blk-bench`. It talks to
-//! any vhost-user-blk backend (ours, qemu-storage-daemon).
+//! driver side, and request builders (virtio-blk, virtio-scsi). Used by the integration tests
+//! (to drive every queue of a backend in parallel without QEMU) and by the load generator
+//! `vhost-blk-bench`. It talks to any vhost-user-blk backend (ours, qemu-storage-daemon) and
+//! to vhost-user-scsi backends.
 
 mod blk;
 mod device;
