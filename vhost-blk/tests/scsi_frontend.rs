@@ -85,6 +85,31 @@ fn eight_request_queues_in_parallel_with_data_checked_in_the_image() {
                     assert_eq!(req.data().unwrap(), data, "queue {i} lba {lba}");
                     n += 1;
                 }
+                // Eight READ(16)s in flight at once, each with its own tag and buffers.
+                let mut slots: Vec<ScsiRequest> = (0..8u64)
+                    .map(|k| {
+                        let mut r = ScsiRequest::new(&q.ram.clone(), 8192).unwrap();
+                        r.set_tag((i << 32) | (k + 1));
+                        r
+                    })
+                    .collect();
+                let mut heads = Vec::new();
+                for (k, r) in slots.iter_mut().enumerate() {
+                    let lba = base + 128 * (2 * k as u64);
+                    heads.push(q.submit(&r.read16(lba, 8).unwrap().bufs()).unwrap());
+                }
+                let mut done = [None; 8];
+                while done.iter().any(Option::is_none) {
+                    for u in q.wait(T).unwrap() {
+                        let k = heads.iter().position(|&h| h == u.id).expect("known head");
+                        assert!(done[k].replace(u.len).is_none(), "completed twice");
+                    }
+                }
+                for (k, r) in slots.iter().enumerate() {
+                    let lba = base + 128 * (2 * k as u64);
+                    assert_good(&r.result(done[k].unwrap()).unwrap(), 4096, "in flight");
+                    assert_eq!(r.data().unwrap(), pattern(lba, i as u8, 4096)[..]);
+                }
                 // UNMAP the first 4 KiB of write 1: reads back as zeros (LBPRZ).
                 let r = cmd(&mut q, req.unmap(&[(base + 128, 8)]).unwrap());
                 assert_good(&r, 0, "unmap");
