@@ -73,6 +73,12 @@ pub trait Personality: Send + Sync + 'static {
     fn reset(&self) {}
     /// Handles one chain from vring `queue`. Must not panic on any guest input.
     fn process(&self, queue: usize, chain: Chain) -> Outcome;
+    /// Whether a completion on `queue` must not reach the guest before the completions the
+    /// request queues' completion models still hold (virtio-scsi: a task management function
+    /// is answered only after the commands it covers have completed).
+    fn completes_after_requests(&self, _queue: usize) -> bool {
+        false
+    }
 }
 
 /// Settings of the vhost-user layer.
@@ -163,6 +169,9 @@ impl<P: Personality> DeviceBackend<P> {
                     extra_delay_ns,
                 } = self.personality.process(q, chain)
                 {
+                    if self.personality.completes_after_requests(q) {
+                        self.flush_request_queues(q, event_idx);
+                    }
                     state.submit(head, used_len, kind, bytes, extra_delay_ns);
                 }
                 if state.should_flush_batch() {
@@ -303,6 +312,18 @@ impl<P: Personality> DeviceBackend<P> {
             }
         }
         Ok(())
+    }
+
+    /// Publishes what every request queue other than `except` holds. Called with the lock of
+    /// `except` held: request-queue workers only ever lock their own queue, so this cannot
+    /// deadlock; it waits at most for a worker to finish draining its ring.
+    fn flush_request_queues(&self, except: usize, event_idx: bool) {
+        let first = self.personality.first_request_queue();
+        for (r, q) in self.queues.iter().enumerate().skip(first) {
+            if r != except {
+                q.lock().unwrap_or_else(|e| e.into_inner()).flush(event_idx);
+            }
+        }
     }
 
     /// Publishes all held completions on every queue (used at shutdown).

@@ -161,6 +161,12 @@ impl Personality for ScsiPersonality {
             .store(VIRTIO_SCSI_SENSE_DEFAULT_SIZE, Ordering::Relaxed);
     }
 
+    fn completes_after_requests(&self, queue: usize) -> bool {
+        // A TMF answer tells the driver the commands it covers are done (Linux polls the
+        // request queues once after it and then considers them finished).
+        queue == CONTROL_QUEUE
+    }
+
     fn process(&self, queue: usize, chain: Chain) -> Outcome {
         match queue {
             CONTROL_QUEUE => super::control::handle(self, chain),
@@ -629,6 +635,8 @@ pub(crate) mod tests {
         let p = personality("0:0=mem:1M,3:2=null:1G,max_target=15");
         assert_eq!(p.num_queues(), 4);
         assert_eq!(p.first_request_queue(), 2);
+        assert!(p.completes_after_requests(CONTROL_QUEUE));
+        assert!(!p.completes_after_requests(EVENT_QUEUE) && !p.completes_after_requests(2));
         let f = p.features();
         assert_ne!(f & (1 << VIRTIO_SCSI_F_HOTPLUG), 0);
         assert_ne!(f & (1 << VIRTIO_SCSI_F_CHANGE), 0);
