@@ -5,3 +5,6 @@
 
 pub mod agent;
 pub mod images;
+pub mod job;
+pub mod launch;
+pub mod suite;

@@ -1,0 +1,460 @@
+//! Launching one run: the backend (if external), then QEMU with the kernel, the initrd plus job
+//! archive and the results port; a hard timeout; teardown of both, always; artefacts and
+//! provenance written into the run directory.
+//!
+//! Run directory layout: `initrd.cpio`, `console.log`, `ttyS1.out`, `results.bin`, `qemu.log`,
+//! `qemu.argv`, `backend.log`, `backend.argv`, `backend-stats.json`, `libvirt.xml`,
+//! `artifacts/`, `results.json`.
+
+pub mod accel;
+pub mod backend;
+pub mod host;
+pub mod libvirt;
+pub mod process;
+pub mod qemu;
+pub mod record;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::agent::{parse_stream, Artifact};
+use crate::images::KernelImage;
+use crate::job::{self, sh_join, JobParams};
+use crate::suite::{Bios, Suite};
+use process::Guarded;
+use qemu::Accel;
+use record::{ArtifactInfo, Provenance, RunStatus, Timings};
+
+/// Errors that stop a run before the guest could run (the matrix records them as failed runs).
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0}")]
+    Config(String),
+    #[error("backend: {0}")]
+    Backend(String),
+    #[error("qemu: {0}")]
+    Qemu(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
+    move |source| LaunchError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub run_id: String,
+    /// Created by [`run`]; must not exist yet.
+    pub run_dir: PathBuf,
+    pub kernel: KernelImage,
+    pub suite: Suite,
+    pub variant: Option<String>,
+    pub seed: u64,
+    pub accel: Accel,
+    pub bios: Bios,
+    pub timeout: Duration,
+    pub backend_bin: Option<PathBuf>,
+    pub qemu_bin: PathBuf,
+}
+
+/// The result of one run that reached QEMU.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub status: RunStatus,
+    pub artifacts: Vec<Artifact>,
+    pub saved: Vec<ArtifactInfo>,
+    pub timings: Timings,
+    pub provenance: Provenance,
+}
+
+/// How long the backend may take to create its socket.
+pub const BACKEND_START_LIMIT: Duration = Duration::from_secs(10);
+
+fn sha256_file(path: &Path) -> Result<String, LaunchError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// A short private directory for the vhost-user socket (sun_path is limited to 108 bytes).
+fn socket_dir(run_id: &str) -> Result<PathBuf, LaunchError> {
+    let tag: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(16)
+        .collect();
+    let d = std::env::temp_dir().join(format!(
+        "gt-{}-{tag}-{}",
+        std::process::id(),
+        (host::unix_now() * 1e3) as u64 % 1_000_000
+    ));
+    std::fs::create_dir_all(&d).map_err(io(&d))?;
+    Ok(d)
+}
+
+/// Runs one boot. `Err` only for problems before QEMU starts; a guest that fails, hangs or
+/// crashes gives `Ok` with a failed status (console and partial artefacts kept).
+pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
+    let t_total = Instant::now();
+    let started_unix = host::unix_now();
+    let load_before = host::loadavg();
+    let dir = &spec.run_dir;
+    if dir.display().to_string().contains(',') {
+        return Err(LaunchError::Config(format!(
+            "run directory {} contains ',' which QEMU options cannot carry",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let suite = &spec.suite;
+    let variant = match &spec.variant {
+        Some(v) => Some(suite.variant(v).ok_or_else(|| {
+            LaunchError::Config(format!("suite '{}' has no variant '{v}'", suite.name))
+        })?),
+        None => None,
+    };
+
+    // initrd = base initramfs + job archive.
+    let initrd = dir.join("initrd.cpio");
+    let archive = job::archive(&JobParams {
+        run_id: &spec.run_id,
+        suite,
+    });
+    job::write_initrd(&spec.kernel.initramfs, &archive, &initrd).map_err(io(&initrd))?;
+    let initrd_sha256 = sha256_file(&initrd)?;
+
+    let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
+    let sock_dir = socket_dir(&spec.run_id)?;
+    let socket = sock_dir.join("vu.sock");
+    let result = run_with_socket(spec, variant, &socket, &initrd, &qemu_version);
+    let _ = std::fs::remove_dir_all(&sock_dir);
+    let (status, timings_q, backend_argv, backend_version, qemu_argv) = result?;
+
+    let stream = std::fs::read(qemu::results_bin(dir)).unwrap_or_default();
+    let artifacts = parse_stream(&stream);
+    let saved = save_artifacts(dir, &artifacts)?;
+    let status = judge(status, &artifacts, dir);
+    let mut timings = timings_q;
+    timings.guest_init_uptime_s = artifacts
+        .iter()
+        .find(|a| a.name == "meta")
+        .and_then(|a| kv(&a.text(), "init_uptime_s"))
+        .and_then(|v| v.parse().ok());
+    timings.total_s = t_total.elapsed().as_secs_f64();
+
+    let suite_toml = suite.dir.join(format!("{}.toml", suite.name));
+    let (git_rev, git_dirty) = host::git_rev();
+    let provenance = Provenance {
+        kernel_variant: spec.kernel.variant.clone(),
+        kernel_release: spec.kernel.release.clone(),
+        bzimage_sha256: spec.kernel.bzimage_sha256.clone(),
+        initramfs_sha256: spec.kernel.initramfs_sha256.clone(),
+        initrd_sha256,
+        suite: suite.name.clone(),
+        suite_sha256: sha256_file(&suite_toml).unwrap_or_else(|_| "unknown".into()),
+        variant: spec.variant.clone(),
+        backend: suite.spec.backend.as_str().into(),
+        backend_version,
+        backend_argv,
+        qemu_version,
+        qemu_argv,
+        accel: spec.accel,
+        bios: spec.bios,
+        git_rev,
+        git_dirty,
+        host_cpu: host::cpu_model(),
+        host_cores: host::cores(),
+        host_release: host::host_release(),
+        load_before,
+        load_after: host::loadavg(),
+        seed: spec.seed,
+        started_unix,
+    };
+    Ok(RunOutcome {
+        status,
+        artifacts,
+        saved,
+        timings,
+        provenance,
+    })
+}
+
+type QemuPart = (
+    RunStatus,
+    Timings,
+    Option<Vec<String>>,
+    Option<String>,
+    Vec<String>,
+);
+
+fn run_with_socket(
+    spec: &RunSpec,
+    variant: Option<&crate::suite::Variant>,
+    socket: &Path,
+    initrd: &Path,
+    qemu_version: &str,
+) -> Result<QemuPart, LaunchError> {
+    let dir = &spec.run_dir;
+    let suite = &spec.suite;
+    let bargv = backend::argv(
+        suite,
+        variant,
+        spec.backend_bin.as_deref(),
+        socket,
+        dir,
+        spec.seed,
+    )?;
+    let cmdline = qemu::kernel_cmdline(&spec.kernel.cmdline, suite);
+    let latency = variant
+        .and_then(|v| v.builtin_latency_ns)
+        .unwrap_or(suite.spec.builtin.latency_ns);
+    let qargv = qemu::argv(&qemu::QemuParams {
+        qemu_bin: &spec.qemu_bin,
+        accel: spec.accel,
+        bios: spec.bios,
+        suite,
+        builtin_latency_ns: latency,
+        socket: bargv.as_ref().map(|_| socket),
+        run_dir: dir,
+        bzimage: &spec.kernel.bzimage,
+        initrd,
+        cmdline,
+    });
+    let write = |name: &str, text: String| -> Result<(), LaunchError> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(io(&p))
+    };
+    write("qemu.argv", sh_join(&qargv) + "\n")?;
+    write("qemu.version", format!("{qemu_version}\n"))?;
+    write(
+        "libvirt.xml",
+        libvirt::snippet(suite, bargv.as_ref().map(|_| socket)),
+    )?;
+    let mut backend_version = None;
+    let mut backend_proc: Option<Guarded> = None;
+    if let Some(b) = &bargv {
+        write("backend.argv", sh_join(b) + "\n")?;
+        backend_version = Some(backend::version(&b[0]));
+        backend_proc = Some(backend::start(
+            b,
+            socket,
+            &dir.join("backend.log"),
+            BACKEND_START_LIMIT,
+        )?);
+    }
+    let (status, timings) = drive_qemu(spec, &qargv, backend_proc.as_mut())?;
+    if let Some(mut b) = backend_proc {
+        if let Some(st) = b.stop(Duration::from_secs(5)) {
+            tracing::debug!(status = %st, "backend stopped");
+        }
+    }
+    Ok((status, timings, bargv, backend_version, qargv))
+}
+
+/// Starts QEMU and polls until it ends, the guest reports `status`, the backend dies or the
+/// timeout hits. QEMU is always stopped before returning.
+fn drive_qemu(
+    spec: &RunSpec,
+    qargv: &[String],
+    mut backend: Option<&mut Guarded>,
+) -> Result<(RunStatus, Timings), LaunchError> {
+    let dir = &spec.run_dir;
+    let results = qemu::results_bin(dir);
+    let t0 = Instant::now();
+    let mut q = Guarded::spawn("qemu", qargv, &dir.join("qemu.log"))
+        .map_err(|e| LaunchError::Qemu(format!("cannot start {}: {e}", qargv[0])))?;
+    let mut timings = Timings::default();
+    let mut last_len = 0u64;
+    let mut status_seen: Option<Instant> = None;
+    let status = loop {
+        if let Some(st) = q.try_wait() {
+            tracing::debug!(status = %st, "qemu exited");
+            break RunStatus::Ok; // judged from the artefacts afterwards
+        }
+        let len = std::fs::metadata(&results).map(|m| m.len()).unwrap_or(0);
+        if len != last_len {
+            last_len = len;
+            let now = t0.elapsed().as_secs_f64();
+            let arts = parse_stream(&std::fs::read(&results).unwrap_or_default());
+            if timings.boot_to_first_artifact_s.is_none() && !arts.is_empty() {
+                timings.boot_to_first_artifact_s = Some(now);
+            }
+            if timings.boot_to_fio_ready_s.is_none()
+                && arts.iter().any(|a| a.name == "disk" && a.complete)
+            {
+                timings.boot_to_fio_ready_s = Some(now);
+            }
+            if status_seen.is_none() && arts.iter().any(|a| a.name == "status" && a.complete) {
+                status_seen = Some(Instant::now());
+            }
+        }
+        // The agent powers off after `status`; don't wait for a slow poweroff forever.
+        if status_seen.is_some_and(|t| t.elapsed() > Duration::from_secs(20)) {
+            break RunStatus::Ok;
+        }
+        if let Some(b) = backend.as_deref_mut() {
+            if let Some(st) = b.try_wait() {
+                break RunStatus::Failed {
+                    reason: format!(
+                        "backend exited during the run ({st}): {}",
+                        backend::tail(&dir.join("backend.log"), 3)
+                    ),
+                };
+            }
+        }
+        if t0.elapsed() >= spec.timeout {
+            break RunStatus::Failed {
+                reason: format!("timeout after {} s", spec.timeout.as_secs()),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    q.stop(Duration::from_secs(3));
+    timings.qemu_s = Some(t0.elapsed().as_secs_f64());
+    Ok((status, timings))
+}
+
+/// `key=value` lookup in an artefact's text.
+pub fn kv(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Final verdict: a launcher failure stands; otherwise the guest's `status` artefact decides.
+fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
+    if !launcher.is_ok() {
+        return launcher;
+    }
+    match arts.iter().rev().find(|a| a.name == "status") {
+        Some(a) if a.complete && a.text().trim() == "ok" => RunStatus::Ok,
+        Some(a) if a.complete => RunStatus::Failed {
+            reason: format!("guest: {}", a.text().trim()),
+        },
+        _ => RunStatus::Failed {
+            reason: format!(
+                "guest ended without a status artefact ({} artefacts); console: {}",
+                arts.len(),
+                backend::tail(&qemu::console_log(dir), 3)
+            ),
+        },
+    }
+}
+
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .chars()
+        .take(100)
+        .collect()
+}
+
+/// Saves each artefact as `artifacts/NN-name` (names from the guest are sanitised).
+fn save_artifacts(dir: &Path, arts: &[Artifact]) -> Result<Vec<ArtifactInfo>, LaunchError> {
+    let adir = dir.join("artifacts");
+    std::fs::create_dir_all(&adir).map_err(io(&adir))?;
+    let mut out = Vec::new();
+    for (i, a) in arts.iter().enumerate() {
+        let file = format!("artifacts/{i:02}-{}", safe_name(&a.name));
+        let p = dir.join(&file);
+        std::fs::write(&p, &a.data).map_err(io(&p))?;
+        out.push(ArtifactInfo {
+            name: a.name.clone(),
+            bytes: a.data.len(),
+            complete: a.complete,
+            file,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn art(name: &str, data: &str, complete: bool) -> Artifact {
+        Artifact {
+            name: name.into(),
+            data: data.as_bytes().to_vec(),
+            complete,
+        }
+    }
+
+    #[test]
+    fn judge_uses_status_artifact() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("console.log"), "a\nb\nKernel panic\n").unwrap();
+        assert_eq!(
+            judge(
+                RunStatus::Ok,
+                &[art("meta", "x", true), art("status", "ok\n", true)],
+                d.path()
+            ),
+            RunStatus::Ok
+        );
+        let f = judge(
+            RunStatus::Ok,
+            &[art("status", "fail no disk", true)],
+            d.path(),
+        );
+        assert_eq!(
+            f,
+            RunStatus::Failed {
+                reason: "guest: fail no disk".into()
+            }
+        );
+        let RunStatus::Failed { reason } =
+            judge(RunStatus::Ok, &[art("fio.1.json", "{", false)], d.path())
+        else {
+            panic!("must fail")
+        };
+        assert!(reason.contains("Kernel panic"), "{reason}");
+        let t = RunStatus::Failed {
+            reason: "timeout after 3 s".into(),
+        };
+        assert_eq!(judge(t.clone(), &[art("status", "ok", true)], d.path()), t);
+    }
+
+    #[test]
+    fn guest_names_cannot_escape_the_artifact_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let s = save_artifacts(
+            d.path(),
+            &[
+                art("../../etc/x", "1", true),
+                art("fio.1-a.fio.json", "2", true),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s[0].file, "artifacts/00-_.._etc_x");
+        assert_eq!(s[1].file, "artifacts/01-fio.1-a.fio.json");
+        assert!(d.path().join(&s[0].file).is_file());
+    }
+
+    #[test]
+    fn kv_finds_values() {
+        assert_eq!(
+            kv("a=1\nuname_r=6.12.1-rt\n", "uname_r").as_deref(),
+            Some("6.12.1-rt")
+        );
+        assert_eq!(kv("a=1", "b"), None);
+    }
+}
