@@ -7,4 +7,5 @@ pub mod agent;
 pub mod images;
 pub mod job;
 pub mod launch;
+pub mod matrix;
 pub mod suite;
