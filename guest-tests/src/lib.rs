@@ -4,4 +4,7 @@
 //! Pipeline: [`images`] -> launch -> [`agent`] -> results -> compare -> report.
 
 pub mod agent;
+pub mod compare;
 pub mod images;
+pub mod metrics;
+pub mod results;
