@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
-use crate::launch::record::{RerunInfo, RunRecord, RunStatus, Timings, SCHEMA_VERSION};
+use crate::launch::rerun::RerunInfo;
 use crate::launch::{self, host, RunSpec};
+use crate::results::{self, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
 use crate::suite::{Bios, Suite};
 
 /// Errors that stop the whole matrix (before or between runs).
@@ -169,33 +170,56 @@ pub fn resolve_accel(
     ))
 }
 
-/// Runs one boot and always writes `results.json` (a launcher error becomes a failed run).
-pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunRecord {
-    let (status, timings, provenance, artifacts) = match launch::run(spec) {
-        Ok(o) => (o.status, o.timings, Some(o.provenance), o.saved),
-        Err(e) => (
-            RunStatus::Failed {
-                reason: e.to_string(),
-            },
-            Timings::default(),
-            None,
-            vec![],
-        ),
+/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
+/// a failed run with what is known).
+pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
+    let sweep = spec.variant.as_deref().and_then(|v| {
+        let value = spec.suite.variant(v)?.value?;
+        Some(SweepPoint {
+            param: spec.suite.spec.sweep_param.clone()?,
+            value,
+        })
+    });
+    let info = RunInfo {
+        suite: spec.suite.name.clone(),
+        kernel: spec.kernel.variant.clone(),
+        repeat: rerun.repeat,
+        variant: spec.variant.clone(),
+        sweep,
+        run_dir: spec.run_dir.clone(),
     };
-    let rec = RunRecord {
-        schema_version: SCHEMA_VERSION,
-        run_id: spec.run_id.clone(),
-        status,
-        timings,
-        provenance,
-        rerun,
-        artifacts,
+    let result = match launch::run(spec) {
+        Ok(o) => {
+            let mut r = RunResult::from_artifacts(info, o.provenance, &o.artifacts, o.timings);
+            r.set_status(o.status);
+            for (k, v) in [
+                ("harness.boot_to_fio_ready_s", o.boot_to_fio_ready_s),
+                ("harness.qemu_wall_s", o.qemu_wall_s),
+            ] {
+                if let Some(v) = v {
+                    r.metrics.insert(k.into(), v);
+                }
+            }
+            r
+        }
+        Err(e) => {
+            let prov = Provenance {
+                accelerator: spec.accel.as_str().into(),
+                started_at: results::now_rfc3339(),
+                seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
+                ..Default::default()
+            };
+            RunResult::failed(info, prov, e.to_string(), Timings::default())
+        }
     };
     let _ = std::fs::create_dir_all(&spec.run_dir);
-    if let Err(e) = rec.write(&spec.run_dir) {
+    if let Err(e) = result.write(&spec.run_dir) {
         tracing::error!("{e}");
     }
-    rec
+    if let Err(e) = rerun.write(&spec.run_dir) {
+        tracing::error!("{}: {e}", spec.run_dir.display());
+    }
+    result
 }
 
 /// Runs the whole matrix; returns the index (also written to `out/index.json`).
@@ -250,15 +274,15 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             qemu_bin: cfg.qemu_bin.clone(),
         };
         let rec = execute(&spec, rerun_info(cfg, p));
-        if let RunStatus::Failed { reason } = &rec.status {
+        if !rec.status.is_ok() {
             failed += 1;
-            bar.println(format!("run {} failed: {reason}", p.dir));
+            bar.println(format!("run {} failed: {:?}", p.dir, rec.status));
         }
         index.runs.push(IndexEntry {
             planned: p.clone(),
             status: rec.status.clone(),
-            boot_to_fio_ready_s: rec.timings.boot_to_fio_ready_s,
-            total_s: rec.timings.total_s,
+            boot_to_fio_ready_s: rec.metric("harness.boot_to_fio_ready_s"),
+            total_s: rec.timings.total_wall_s.unwrap_or(0.0),
         });
         index.write(&cfg.out)?;
         bar.inc(1);
@@ -273,6 +297,7 @@ fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         suite: cfg.suite.name.clone(),
         suites_dir: cfg.suite.dir.clone(),
         variant: p.variant.clone(),
+        repeat: p.repeat,
         seed: p.seed,
         accel: cfg.accel,
         bios: cfg.bios,
@@ -282,14 +307,24 @@ fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
     }
 }
 
-/// Repeats the run described by `results.json` into `out` (must not exist).
+/// Repeats the run described by `results.json` (and the `rerun.json` beside it) into `out`.
 pub fn rerun(
     results: &Path,
     out: &Path,
     images_opts: &ImageOptions,
-) -> Result<RunRecord, MatrixError> {
-    let old = RunRecord::read(results).map_err(|e| MatrixError::Input(e.to_string()))?;
-    let r = old.rerun.clone();
+) -> Result<RunResult, MatrixError> {
+    let old = RunResult::read(results).map_err(|e| MatrixError::Input(e.to_string()))?;
+    let r = RerunInfo::read_beside(results).map_err(MatrixError::Input)?;
+    if old.info.kernel != r.kernel || old.info.suite != r.suite {
+        return Err(MatrixError::Input(format!(
+            "{}: results.json ({} / {}) and rerun.json ({} / {}) disagree",
+            results.display(),
+            old.info.suite,
+            old.info.kernel,
+            r.suite,
+            r.kernel
+        )));
+    }
     let suite =
         Suite::load(&r.suites_dir, &r.suite).map_err(|e| MatrixError::Input(e.to_string()))?;
     if let Some(v) = &r.variant {
@@ -301,14 +336,13 @@ pub fn rerun(
         }
     }
     let kernel = ensure_kernels(std::slice::from_ref(&r.kernel), images_opts)?.remove(0);
-    if let Some(p) = &old.provenance {
-        if p.bzimage_sha256 != kernel.bzimage_sha256 {
-            tracing::warn!(old = %p.bzimage_sha256, new = %kernel.bzimage_sha256, "kernel image changed since the original run");
-        }
+    let old_hash = &old.provenance.kernel.bzimage_sha256;
+    if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
+        tracing::warn!(old = %old_hash, new = %kernel.bzimage_sha256, "kernel image changed since the original run");
     }
     let accel = resolve_accel(r.accel, &r.qemu_bin, &kernel)?;
     let spec = RunSpec {
-        run_id: format!("{}-rerun", old.run_id),
+        run_id: format!("{}-{}-rerun", r.suite, r.kernel),
         run_dir: out.to_path_buf(),
         kernel,
         suite,

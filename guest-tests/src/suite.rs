@@ -115,7 +115,7 @@ impl Default for BuiltinSettings {
 }
 
 /// One point of a sweep: extra backend arguments (appended) and built-in latency.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
     pub name: String,
@@ -123,10 +123,12 @@ pub struct Variant {
     pub backend_args: Vec<String>,
     /// Overrides `builtin.latency_ns` for this variant.
     pub builtin_latency_ns: Option<u64>,
+    /// Position on the suite's `sweep_param` axis (for plots).
+    pub value: Option<f64>,
 }
 
 /// A suite as written in TOML.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteSpec {
     pub description: String,
@@ -160,6 +162,8 @@ pub struct SuiteSpec {
     pub func_count: Vec<String>,
     #[serde(default)]
     pub builtin: BuiltinSettings,
+    /// Name and unit of the sweep axis, e.g. `msix_latency_us`.
+    pub sweep_param: Option<String>,
     #[serde(default)]
     pub variants: Vec<Variant>,
 }
@@ -181,7 +185,7 @@ fn default_timeout() -> u64 {
 }
 
 /// A loaded, validated suite with the contents of its fio job files.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Suite {
     pub name: String,
     pub dir: PathBuf,
@@ -339,6 +343,11 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     if g.queue_depth.is_some() && s.device != Device::Scsi {
         return Err("guest.queue_depth is a SCSI LUN setting: needs device = \"scsi\"".into());
     }
+    if s.sweep_param.is_some() != s.variants.iter().any(|v| v.value.is_some())
+        || (s.sweep_param.is_some() && s.variants.iter().any(|v| v.value.is_none()))
+    {
+        return Err("sweep_param and every variant's value go together".into());
+    }
     let mut names = BTreeSet::new();
     for v in &s.variants {
         if !safe_word(&v.name, "-_.") {
@@ -435,6 +444,10 @@ mod tests {
             (
                 "[[variants]]\nname = \"a\"\nbuiltin_latency_ns = 5",
                 "qemu-builtin",
+            ),
+            (
+                "sweep_param = \"x_us\"\n[[variants]]\nname = \"a\"\nvalue = 1.0\n[[variants]]\nname = \"b\"",
+                "go together",
             ),
         ] {
             let s = spec(extra).unwrap();

@@ -12,20 +12,21 @@ pub mod host;
 pub mod libvirt;
 pub mod process;
 pub mod qemu;
-pub mod record;
+pub mod rerun;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 use crate::agent::{parse_stream, Artifact};
 use crate::images::KernelImage;
 use crate::job::{self, sh_join, JobParams};
-use crate::suite::{Bios, Suite};
+use crate::results::{
+    self, BackendProvenance, HostInfo, KernelProvenance, Provenance, QemuProvenance, RunStatus,
+    Timings,
+};
+use crate::suite::{BackendKind, Bios, Suite};
 use process::Guarded;
 use qemu::Accel;
-use record::{ArtifactInfo, Provenance, RunStatus, Timings};
 
 /// Errors that stop a run before the guest could run (the matrix records them as failed runs).
 #[derive(Debug, thiserror::Error)]
@@ -70,19 +71,30 @@ pub struct RunSpec {
 /// The result of one run that reached QEMU.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// The host's verdict: timeout, backend death, or what the guest's `status` said.
     pub status: RunStatus,
     pub artifacts: Vec<Artifact>,
-    pub saved: Vec<ArtifactInfo>,
     pub timings: Timings,
+    /// Host wall time from QEMU start to the `disk` artefact (device ready, first step next).
+    pub boot_to_fio_ready_s: Option<f64>,
+    /// Host wall time QEMU ran.
+    pub qemu_wall_s: Option<f64>,
     pub provenance: Provenance,
+}
+
+/// Host-side timings gathered while QEMU runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Watch {
+    first_artifact_s: Option<f64>,
+    fio_ready_s: Option<f64>,
+    qemu_s: Option<f64>,
 }
 
 /// How long the backend may take to create its socket.
 pub const BACKEND_START_LIMIT: Duration = Duration::from_secs(10);
 
 fn sha256_file(path: &Path) -> Result<String, LaunchError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+    results::sha256_file(path).map_err(io(path))
 }
 
 /// A short private directory for the vhost-user socket (sun_path is limited to 108 bytes).
@@ -105,8 +117,8 @@ fn socket_dir(run_id: &str) -> Result<PathBuf, LaunchError> {
 /// crashes gives `Ok` with a failed status (console and partial artefacts kept).
 pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
     let t_total = Instant::now();
-    let started_unix = host::unix_now();
-    let load_before = host::loadavg();
+    let started_at = results::now_rfc3339();
+    let mut host = HostInfo::probe();
     let dir = &spec.run_dir;
     if dir.display().to_string().contains(',') {
         return Err(LaunchError::Config(format!(
@@ -130,67 +142,89 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
         suite,
     });
     job::write_initrd(&spec.kernel.initramfs, &archive, &initrd).map_err(io(&initrd))?;
-    let initrd_sha256 = sha256_file(&initrd)?;
+    let initrd_sha = sha256_file(&initrd)?;
+    std::fs::write(
+        dir.join("initrd.sha256"),
+        format!("{initrd_sha}  initrd.cpio\n"),
+    )
+    .map_err(io(dir))?;
 
     let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
     let sock_dir = socket_dir(&spec.run_id)?;
     let socket = sock_dir.join("vu.sock");
     let result = run_with_socket(spec, variant, &socket, &initrd, &qemu_version);
     let _ = std::fs::remove_dir_all(&sock_dir);
-    let (status, timings_q, backend_argv, backend_version, qemu_argv) = result?;
+    let (status, watch, backend_argv, backend_version, qemu_argv) = result?;
 
     let stream = std::fs::read(qemu::results_bin(dir)).unwrap_or_default();
     let artifacts = parse_stream(&stream);
-    let saved = save_artifacts(dir, &artifacts)?;
+    results::save_artifacts(&dir.join("artifacts"), &artifacts).map_err(io(dir))?;
     let status = judge(status, &artifacts, dir);
-    let mut timings = timings_q;
-    timings.guest_init_uptime_s = artifacts
-        .iter()
-        .find(|a| a.name == "meta")
-        .and_then(|a| kv(&a.text(), "init_uptime_s"))
-        .and_then(|v| v.parse().ok());
-    timings.total_s = t_total.elapsed().as_secs_f64();
-
-    let suite_toml = suite.dir.join(format!("{}.toml", suite.name));
-    let (git_rev, git_dirty) = host::git_rev();
+    host.loadavg_after = results::loadavg();
+    let timings = Timings {
+        boot_to_init_s: artifacts
+            .iter()
+            .find(|a| a.name == "meta")
+            .and_then(|a| kv(&a.text(), "init_uptime_s"))
+            .and_then(|v| v.parse().ok()),
+        wall_to_first_artifact_s: watch.first_artifact_s,
+        total_wall_s: Some(t_total.elapsed().as_secs_f64()),
+    };
+    let (git_rev, git_dirty) = results::git_state(&host::repo_root());
+    let builtin = suite.spec.backend == BackendKind::QemuBuiltin;
+    let mut config =
+        std::fs::read_to_string(suite.dir.join(format!("{}.toml", suite.name))).unwrap_or_default();
+    if let Some(v) = variant {
+        config.push_str(&format!("\n# variant: {}\n", v.name));
+    }
     let provenance = Provenance {
-        kernel_variant: spec.kernel.variant.clone(),
-        kernel_release: spec.kernel.release.clone(),
-        bzimage_sha256: spec.kernel.bzimage_sha256.clone(),
+        kernel: KernelProvenance {
+            variant: spec.kernel.variant.clone(),
+            release: spec.kernel.release.clone(),
+            bzimage_sha256: spec.kernel.bzimage_sha256.clone(),
+        },
         initramfs_sha256: spec.kernel.initramfs_sha256.clone(),
-        initrd_sha256,
-        suite: suite.name.clone(),
-        suite_sha256: sha256_file(&suite_toml).unwrap_or_else(|_| "unknown".into()),
-        variant: spec.variant.clone(),
-        backend: suite.spec.backend.as_str().into(),
-        backend_version,
-        backend_argv,
-        qemu_version,
-        qemu_argv,
-        accel: spec.accel,
-        bios: spec.bios,
-        git_rev,
-        git_dirty,
-        host_cpu: host::cpu_model(),
-        host_cores: host::cores(),
-        host_release: host::host_release(),
-        load_before,
-        load_after: host::loadavg(),
-        seed: spec.seed,
-        started_unix,
+        backend: BackendProvenance {
+            name: suite.spec.backend.as_str().into(),
+            version: backend_version.unwrap_or_else(|| {
+                if builtin {
+                    qemu_version.clone()
+                } else {
+                    "unknown".into()
+                }
+            }),
+            git_rev: (suite.spec.backend == BackendKind::VhostBlk)
+                .then_some(git_rev)
+                .flatten(),
+            git_dirty: (suite.spec.backend == BackendKind::VhostBlk)
+                .then_some(git_dirty)
+                .flatten(),
+            argv: backend_argv.unwrap_or_default(),
+            config,
+        },
+        qemu: QemuProvenance {
+            version: qemu_version,
+            argv: qemu_argv,
+        },
+        accelerator: spec.accel.as_str().into(),
+        host,
+        seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
+        started_at,
+        guest_tests_version: env!("CARGO_PKG_VERSION").into(),
     };
     Ok(RunOutcome {
         status,
         artifacts,
-        saved,
         timings,
+        boot_to_fio_ready_s: watch.fio_ready_s,
+        qemu_wall_s: watch.qemu_s,
         provenance,
     })
 }
 
 type QemuPart = (
     RunStatus,
-    Timings,
+    Watch,
     Option<Vec<String>>,
     Option<String>,
     Vec<String>,
@@ -266,13 +300,13 @@ fn drive_qemu(
     spec: &RunSpec,
     qargv: &[String],
     mut backend: Option<&mut Guarded>,
-) -> Result<(RunStatus, Timings), LaunchError> {
+) -> Result<(RunStatus, Watch), LaunchError> {
     let dir = &spec.run_dir;
     let results = qemu::results_bin(dir);
     let t0 = Instant::now();
     let mut q = Guarded::spawn("qemu", qargv, &dir.join("qemu.log"))
         .map_err(|e| LaunchError::Qemu(format!("cannot start {}: {e}", qargv[0])))?;
-    let mut timings = Timings::default();
+    let mut timings = Watch::default();
     let mut last_len = 0u64;
     let mut status_seen: Option<Instant> = None;
     let status = loop {
@@ -285,13 +319,12 @@ fn drive_qemu(
             last_len = len;
             let now = t0.elapsed().as_secs_f64();
             let arts = parse_stream(&std::fs::read(&results).unwrap_or_default());
-            if timings.boot_to_first_artifact_s.is_none() && !arts.is_empty() {
-                timings.boot_to_first_artifact_s = Some(now);
+            if timings.first_artifact_s.is_none() && !arts.is_empty() {
+                timings.first_artifact_s = Some(now);
             }
-            if timings.boot_to_fio_ready_s.is_none()
-                && arts.iter().any(|a| a.name == "disk" && a.complete)
+            if timings.fio_ready_s.is_none() && arts.iter().any(|a| a.name == "disk" && a.complete)
             {
-                timings.boot_to_fio_ready_s = Some(now);
+                timings.fio_ready_s = Some(now);
             }
             if status_seen.is_none() && arts.iter().any(|a| a.name == "status" && a.complete) {
                 status_seen = Some(Instant::now());
@@ -312,8 +345,8 @@ fn drive_qemu(
             }
         }
         if t0.elapsed() >= spec.timeout {
-            break RunStatus::Failed {
-                reason: format!("timeout after {} s", spec.timeout.as_secs()),
+            break RunStatus::TimedOut {
+                after_s: t0.elapsed().as_secs_f64(),
             };
         }
         std::thread::sleep(Duration::from_millis(25));
@@ -349,41 +382,6 @@ fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
             ),
         },
     }
-}
-
-fn safe_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .chars()
-        .take(100)
-        .collect()
-}
-
-/// Saves each artefact as `artifacts/NN-name` (names from the guest are sanitised).
-fn save_artifacts(dir: &Path, arts: &[Artifact]) -> Result<Vec<ArtifactInfo>, LaunchError> {
-    let adir = dir.join("artifacts");
-    std::fs::create_dir_all(&adir).map_err(io(&adir))?;
-    let mut out = Vec::new();
-    for (i, a) in arts.iter().enumerate() {
-        let file = format!("artifacts/{i:02}-{}", safe_name(&a.name));
-        let p = dir.join(&file);
-        std::fs::write(&p, &a.data).map_err(io(&p))?;
-        out.push(ArtifactInfo {
-            name: a.name.clone(),
-            bytes: a.data.len(),
-            complete: a.complete,
-            file,
-        });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -427,26 +425,8 @@ mod tests {
             panic!("must fail")
         };
         assert!(reason.contains("Kernel panic"), "{reason}");
-        let t = RunStatus::Failed {
-            reason: "timeout after 3 s".into(),
-        };
+        let t = RunStatus::TimedOut { after_s: 3.0 };
         assert_eq!(judge(t.clone(), &[art("status", "ok", true)], d.path()), t);
-    }
-
-    #[test]
-    fn guest_names_cannot_escape_the_artifact_dir() {
-        let d = tempfile::tempdir().unwrap();
-        let s = save_artifacts(
-            d.path(),
-            &[
-                art("../../etc/x", "1", true),
-                art("fio.1-a.fio.json", "2", true),
-            ],
-        )
-        .unwrap();
-        assert_eq!(s[0].file, "artifacts/00-_.._etc_x");
-        assert_eq!(s[1].file, "artifacts/01-fio.1-a.fio.json");
-        assert!(d.path().join(&s[0].file).is_file());
     }
 
     #[test]
