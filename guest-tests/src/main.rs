@@ -34,8 +34,8 @@ enum Cmd {
     Compare { dirs: Vec<PathBuf> },
     /// Write the report of a matrix directory.
     Report { dir: PathBuf },
-    /// Build (or find in the cache) kernel images and print what the launcher boots.
-    Images { variants: Vec<String> },
+    /// Kernel images and the initramfs: build, list.
+    Images(images::cli::ImagesArgs),
     /// List the suites.
     Suites,
 }
@@ -277,26 +277,10 @@ fn main() -> ExitCode {
             "compare/report are not available in this build yet (src/compare.rs, src/report/)",
             1,
         ),
-        Cmd::Images { variants } => {
-            if variants.is_empty() {
-                return fail("images: name at least one kernel variant", 2);
-            }
-            let opts = ImageOptions {
-                progress: true,
-                ..Default::default()
-            };
-            for v in &variants {
-                match images::ensure(v, &opts) {
-                    Ok(k) => println!(
-                        "{}",
-                        serde_json::to_string_pretty(&k).unwrap_or_else(|e| e.to_string())
-                    ),
-                    Err(e @ images::ImageError::UnknownVariant { .. }) => return fail(e, 2),
-                    Err(e) => return fail(format!("{v}: {e}"), 1),
-                }
-            }
-            ExitCode::SUCCESS
-        }
+        Cmd::Images(args) => match images::cli::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e, e.exit_code() as u8),
+        },
         Cmd::Suites => {
             let dir = suite::default_dir();
             let names = match suite::list(&dir) {
