@@ -101,7 +101,7 @@ mod tests {
         let spec: SuiteSpec = toml::from_str(
             r#"description = "d"
 device = "scsi"
-backend = "qemu-builtin"
+backend = "vhost-blk"
 steps = ["verify", "fio:a.fio", "rescan:2"]
 trace_irq = true
 func_count = ["blk_mq_run_hw_queue", "foo"]

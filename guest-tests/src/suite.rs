@@ -89,10 +89,23 @@ pub struct GuestSettings {
     pub expect_disks: Option<u32>,
 }
 
+/// What backs the built-in / qemu-storage-daemon disks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Storage {
+    /// `null-co`: writes dropped, reads zeroes (no data check possible).
+    #[default]
+    Null,
+    /// A sparse raw file per disk in the run directory (`disk<i>.img`), deleted after the run.
+    File,
+}
+
 /// Settings of the QEMU built-in device (`backend = "qemu-builtin"`) and qemu-storage-daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuiltinSettings {
+    #[serde(default)]
+    pub storage: Storage,
     /// Size of each null-co disk in MiB.
     #[serde(default = "default_size_mib")]
     pub size_mib: u64,
@@ -107,6 +120,7 @@ pub struct BuiltinSettings {
 impl Default for BuiltinSettings {
     fn default() -> Self {
         Self {
+            storage: Storage::Null,
             size_mib: default_size_mib(),
             latency_ns: 0,
             disks: 1,
@@ -308,6 +322,12 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     if !(1..=64).contains(&s.builtin.disks) || s.builtin.size_mib == 0 {
         return Err("builtin: disks must be in 1..=64 and size_mib positive".into());
     }
+    if s.builtin.storage == Storage::Null
+        && s.steps.iter().any(|st| st == "verify")
+        && s.backend != BackendKind::VhostBlk
+    {
+        return Err("step 'verify' needs data kept: set [builtin] storage = \"file\"".into());
+    }
     if s.steps.is_empty() {
         return Err("no steps".into());
     }
@@ -454,6 +474,15 @@ mod tests {
             let e = validate(&s).unwrap_err();
             assert!(e.contains(needle), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn verify_on_null_storage_is_refused() {
+        let s: SuiteSpec = toml::from_str(
+            "description = \"t\"\ndevice = \"blk\"\nbackend = \"qemu-builtin\"\nsteps = [\"verify\"]",
+        )
+        .unwrap();
+        assert!(validate(&s).unwrap_err().contains("storage"));
     }
 
     #[test]

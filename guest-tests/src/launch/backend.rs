@@ -64,15 +64,11 @@ pub fn argv(
             ]
         }
         BackendKind::QemuStorageDaemon => {
-            let b = &s.builtin;
             let bin = bin.map(|b| b.display().to_string());
             vec![
                 bin.unwrap_or_else(|| "qemu-storage-daemon".into()),
                 "--blockdev".into(),
-                format!(
-                    "driver=null-co,node-name=n0,size={},read-zeroes=on",
-                    b.size_mib << 20
-                ),
+                super::qemu::blockdev(suite, run_dir, 0, 0),
                 "--export".into(),
                 format!(
                     "type=vhost-user-blk,id=e0,node-name=n0,addr.type=unix,addr.path={sock},num-queues={},writable=on",
@@ -150,7 +146,7 @@ mod tests {
 
     fn suite(extra: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(
-            "description = \"d\"\nsteps = [\"verify\"]\n{extra}\n[[variants]]\nname = \"v\"\nbackend_args = [\"--msix-latency\", \"20us\"]"
+            "description = \"d\"\nsteps = [\"sleep:1\"]\n{extra}\n[[variants]]\nname = \"v\"\nbackend_args = [\"--msix-latency\", \"20us\"]"
         ))
         .unwrap();
         Suite::from_spec("t", Path::new("/x"), spec).unwrap()
@@ -198,7 +194,7 @@ mod tests {
 
     #[test]
     fn builtin_has_no_backend() {
-        let s: SuiteSpec = toml::from_str("description = \"d\"\nsteps = [\"verify\"]\ndevice = \"blk\"\nbackend = \"qemu-builtin\"").unwrap();
+        let s: SuiteSpec = toml::from_str("description = \"d\"\nsteps = [\"sleep:1\"]\ndevice = \"blk\"\nbackend = \"qemu-builtin\"").unwrap();
         let s = Suite::from_spec("t", Path::new("/x"), s).unwrap();
         assert!(argv(&s, None, None, Path::new("/t/s"), Path::new("/r"), 0)
             .unwrap()

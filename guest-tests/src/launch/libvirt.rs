@@ -42,7 +42,7 @@ mod tests {
 
     fn suite(dev: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(
-            "description = \"d\"\nsteps = [\"verify\"]\ndevice = \"{dev}\"\nbackend = \"vhost-blk\"\nnum_queues = 4"
+            "description = \"d\"\nsteps = [\"sleep:1\"]\ndevice = \"{dev}\"\nbackend = \"vhost-blk\"\nnum_queues = 4"
         ))
         .unwrap();
         Suite::from_spec("t", Path::new("/x"), spec).unwrap()

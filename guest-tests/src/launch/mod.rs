@@ -24,7 +24,7 @@ use crate::results::{
     self, BackendProvenance, HostInfo, KernelProvenance, Provenance, QemuProvenance, RunStatus,
     Timings,
 };
-use crate::suite::{BackendKind, Bios, Suite};
+use crate::suite::{BackendKind, Bios, Storage, Suite};
 use process::Guarded;
 use qemu::Accel;
 
@@ -150,10 +150,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
     .map_err(io(dir))?;
 
     let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
+    let disks = create_disk_images(suite, dir)?;
     let sock_dir = socket_dir(&spec.run_id)?;
     let socket = sock_dir.join("vu.sock");
     let result = run_with_socket(spec, variant, &socket, &initrd, &qemu_version);
     let _ = std::fs::remove_dir_all(&sock_dir);
+    for d in &disks {
+        let _ = std::fs::remove_file(d);
+    }
     let (status, watch, backend_argv, backend_version, qemu_argv) = result?;
 
     let stream = std::fs::read(qemu::results_bin(dir)).unwrap_or_default();
@@ -220,6 +224,27 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
         qemu_wall_s: watch.qemu_s,
         provenance,
     })
+}
+
+/// Sparse backing files for `[builtin] storage = "file"` (qemu-builtin, qemu-storage-daemon).
+fn create_disk_images(suite: &Suite, dir: &Path) -> Result<Vec<PathBuf>, LaunchError> {
+    let b = &suite.spec.builtin;
+    if b.storage != Storage::File || suite.spec.backend == BackendKind::VhostBlk {
+        return Ok(vec![]);
+    }
+    let n = if suite.spec.backend == BackendKind::QemuStorageDaemon {
+        1
+    } else {
+        b.disks
+    };
+    (0..n)
+        .map(|i| {
+            let p = qemu::disk_image(dir, i);
+            let f = std::fs::File::create(&p).map_err(io(&p))?;
+            f.set_len(b.size_mib << 20).map_err(io(&p))?;
+            Ok(p)
+        })
+        .collect()
 }
 
 type QemuPart = (

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::suite::{BackendKind, Bios, Device, Suite};
+use crate::suite::{BackendKind, Bios, Device, Storage, Suite};
 
 /// `-bios` image used for [`Bios::Qboot`].
 pub const QBOOT_ROM: &str = "/usr/share/qemu/qboot.rom";
@@ -50,6 +50,32 @@ pub fn ttys1_out(run_dir: &Path) -> PathBuf {
 }
 pub fn results_bin(run_dir: &Path) -> PathBuf {
     run_dir.join("results.bin")
+}
+/// Backing file of built-in disk `i` when `[builtin] storage = "file"`.
+pub fn disk_image(run_dir: &Path, i: u32) -> PathBuf {
+    run_dir.join(format!("disk{i}.img"))
+}
+
+/// The `-blockdev` (or qemu-storage-daemon `--blockdev`) value of built-in disk `i`.
+pub fn blockdev(suite: &Suite, run_dir: &Path, i: u32, latency_ns: u64) -> String {
+    let b = &suite.spec.builtin;
+    match b.storage {
+        Storage::Null => {
+            let lat = if latency_ns > 0 {
+                format!(",latency-ns={latency_ns}")
+            } else {
+                String::new()
+            };
+            format!(
+                "driver=null-co,node-name=n{i},size={},read-zeroes=on{lat}",
+                b.size_mib << 20
+            )
+        }
+        Storage::File => format!(
+            "driver=file,node-name=n{i},filename={},aio=threads,cache.direct=on",
+            p(&disk_image(run_dir, i))
+        ),
+    }
 }
 
 /// The kernel command line: fixed words, the kernel's own, then the suite's.
@@ -104,11 +130,6 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
     match (s.backend, q.socket) {
         (BackendKind::QemuBuiltin, _) | (_, None) => {
             let b = &s.builtin;
-            let lat = if q.builtin_latency_ns > 0 {
-                format!(",latency-ns={}", q.builtin_latency_ns)
-            } else {
-                String::new()
-            };
             if s.device == Device::Scsi {
                 push(&[
                     "-device",
@@ -118,10 +139,7 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
             for i in 0..b.disks {
                 push(&[
                     "-blockdev",
-                    &format!(
-                        "driver=null-co,node-name=n{i},size={},read-zeroes=on{lat}",
-                        b.size_mib << 20
-                    ),
+                    &blockdev(q.suite, q.run_dir, i, q.builtin_latency_ns),
                 ]);
                 let dev = match s.device {
                     Device::Scsi => {
@@ -167,7 +185,7 @@ mod tests {
 
     fn suite(extra: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(
-            "description = \"d\"\nsteps = [\"verify\"]\ncmdline = [\"initcall_debug\"]\n{extra}"
+            "description = \"d\"\nsteps = [\"sleep:1\"]\ncmdline = [\"initcall_debug\"]\n{extra}"
         ))
         .unwrap();
         Suite::from_spec("t", Path::new("/nonexistent"), spec).unwrap()
@@ -245,6 +263,18 @@ mod tests {
         assert!(!a.iter().any(|x| x == "-bios"));
         assert!(has_pair(&a, "-cpu", "host"));
         assert!(!a.iter().any(|x| x.contains("vhost-user")));
+    }
+
+    #[test]
+    fn file_storage_points_at_the_run_dir() {
+        let s =
+            suite("device = \"blk\"\nbackend = \"qemu-builtin\"\n[builtin]\nstorage = \"file\"");
+        let a = build(&s, None, Accel::Tcg, Bios::Qboot, 0);
+        assert!(has_pair(
+            &a,
+            "-blockdev",
+            "driver=file,node-name=n0,filename=/r/disk0.img,aio=threads,cache.direct=on"
+        ));
     }
 
     #[test]
