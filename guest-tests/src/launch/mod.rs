@@ -403,10 +403,26 @@ fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
             reason: format!(
                 "guest ended without a status artefact ({} artefacts); console: {}",
                 arts.len(),
-                backend::tail(&qemu::console_log(dir), 3)
+                console_summary(&qemu::console_log(dir))
             ),
         },
     }
+}
+
+/// The most telling console line: a panic or BUG/Oops if there is one, else the last lines.
+fn console_summary(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let key = [
+        "Kernel panic",
+        "BUG:",
+        "Oops",
+        "hung_task",
+        "blocked for more than",
+    ];
+    text.lines()
+        .find(|l| key.iter().any(|k| l.contains(k)))
+        .map(|l| l.trim().to_string())
+        .unwrap_or_else(|| backend::tail(path, 3))
 }
 
 #[cfg(test)]
@@ -424,7 +440,11 @@ mod tests {
     #[test]
     fn judge_uses_status_artifact() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("console.log"), "a\nb\nKernel panic\n").unwrap();
+        std::fs::write(
+            d.path().join("console.log"),
+            "a\n[1.0] Kernel panic - not syncing: x\nb\nc\nd\n",
+        )
+        .unwrap();
         assert_eq!(
             judge(
                 RunStatus::Ok,
@@ -450,6 +470,11 @@ mod tests {
             panic!("must fail")
         };
         assert!(reason.contains("Kernel panic"), "{reason}");
+        std::fs::write(d.path().join("console.log"), "x\ny\nz\n").unwrap();
+        let RunStatus::Failed { reason } = judge(RunStatus::Ok, &[], d.path()) else {
+            panic!("must fail")
+        };
+        assert!(reason.ends_with("x | y | z"), "{reason}");
         let t = RunStatus::TimedOut { after_s: 3.0 };
         assert_eq!(judge(t.clone(), &[art("status", "ok", true)], d.path()), t);
     }
