@@ -247,48 +247,91 @@ fn cell(s: Option<&Summary>) -> String {
     }
 }
 
-/// The comparison as a Markdown table; `filter` keeps metrics whose name contains any of the
-/// given substrings (all when empty).
-pub fn markdown_table(c: &Comparison, filter: &[String]) -> String {
+/// The comparison as a header and rows of cells; `filter` keeps metrics whose name contains
+/// any of the given substrings (all when empty). Shared by the stdout table and the report.
+pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
     let base = c.baseline();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| metric | variant | {base} median [95 % CI of mean] | kernel | median [95 % CI of mean] | ratio | Welch p | Mann-Whitney p | flag |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let header = [
+        "metric",
+        "variant",
+        &format!("{base} median [95 % CI of mean]"),
+        "kernel",
+        "median [95 % CI of mean]",
+        "ratio",
+        "Welch p",
+        "Mann-Whitney p",
+        "flag",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
     for r in &c.rows {
         if !filter.is_empty() && !filter.iter().any(|f| r.metric.contains(f.as_str())) {
             continue;
         }
-        let variant = r.variant.as_deref().unwrap_or("");
+        let variant = r.variant.clone().unwrap_or_default();
         let bcell = cell(r.summary(base));
         if r.versus.is_empty() {
-            let _ = writeln!(out, "| {} | {variant} | {bcell} | | | | | | |", r.metric);
+            let mut row = vec![r.metric.clone(), variant.clone(), bcell.clone()];
+            row.resize(header.len(), String::new());
+            rows.push(row);
         }
         for v in &r.versus {
-            let mwu = v.mwu.map(|m| {
-                let tag = if m.method == MwuMethod::Exact {
-                    ""
-                } else {
-                    " (approx)"
-                };
-                format!("{}{tag}", fmt_p(Some(m.p)))
-            });
-            let _ = writeln!(
-                out,
-                "| {} | {variant} | {bcell} | {} | {} | {} | {} | {} | {} |",
-                r.metric,
-                v.kernel,
+            let mwu = v.mwu.map_or_else(
+                || "–".to_string(),
+                |m| {
+                    let tag = if m.method == MwuMethod::Exact {
+                        ""
+                    } else {
+                        " (approx)"
+                    };
+                    format!("{}{tag}", fmt_p(Some(m.p)))
+                },
+            );
+            rows.push(vec![
+                r.metric.clone(),
+                variant.clone(),
+                bcell.clone(),
+                v.kernel.clone(),
                 cell(r.summary(&v.kernel)),
                 v.ratio.map_or("–".into(), |x| format!("{x:.3}")),
                 fmt_p(v.welch_p),
-                mwu.unwrap_or_else(|| "–".into()),
-                if v.flag { "**CHANGED**" } else { "" }
-            );
+                mwu,
+                if v.flag {
+                    "**CHANGED**".into()
+                } else {
+                    String::new()
+                },
+            ]);
         }
     }
+    (header, rows)
+}
+
+/// Renders a header and rows as a Markdown table (`|` in cells escaped).
+pub fn markdown_rows(header: &[String], rows: &[Vec<String>]) -> String {
+    let esc = |s: &String| s.replace('|', "\\|");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| {} |",
+        header.iter().map(esc).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            r.iter().map(esc).collect::<Vec<_>>().join(" | ")
+        );
+    }
     out
+}
+
+/// The comparison as a Markdown table (see [`table`]).
+pub fn markdown_table(c: &Comparison, filter: &[String]) -> String {
+    let (h, r) = table(c, filter);
+    markdown_rows(&h, &r)
 }
 
 #[cfg(test)]

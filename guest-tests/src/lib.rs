@@ -7,4 +7,5 @@ pub mod agent;
 pub mod compare;
 pub mod images;
 pub mod metrics;
+pub mod report;
 pub mod results;
