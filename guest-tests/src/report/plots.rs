@@ -19,6 +19,21 @@ const COLORS: [RGBColor; 6] = [
 ];
 const FONT: &str = "sans-serif";
 
+/// Axis tick label: up to 3 decimals, trailing zeros dropped (`1000`, `2.5`, `0.125`).
+fn tick(v: &f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e7).contains(&a) {
+        return format!("{v:.1e}");
+    }
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
 fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
@@ -146,9 +161,10 @@ fn strip(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             .map_err(err(metric))?;
         chart
             .configure_mesh()
+            .light_line_style(WHITE)
             .disable_x_mesh()
             .x_labels(0)
-            .y_label_formatter(&|v| fmt_num(*v))
+            .y_label_formatter(&tick)
             .draw()
             .map_err(err(metric))?;
         for (i, (label, ki, r)) in cols.iter().enumerate() {
@@ -200,13 +216,16 @@ fn strip(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
     })
 }
 
+/// (sweep value, mean, 95 % CI of the mean)
+type SweepPt = (f64, f64, Option<(f64, f64)>);
+
 /// Sweep curve: the metric's mean against the sweep value, per kernel, with 95 % CI whiskers.
 fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, ReportError> {
     let param = rows
         .iter()
         .find_map(|r| r.sweep.as_ref().map(|s| s.param.clone()))
         .unwrap_or_default();
-    let pts = |k: &str| -> Vec<(f64, f64, Option<(f64, f64)>)> {
+    let pts = |k: &str| -> Vec<SweepPt> {
         let mut v: Vec<_> = rows
             .iter()
             .filter_map(|r| {
@@ -240,10 +259,11 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             .map_err(err(&name))?;
         chart
             .configure_mesh()
+            .light_line_style(WHITE)
             .x_desc(param.as_str())
             .y_desc(format!("{metric} (mean)"))
-            .x_label_formatter(&|v| fmt_num(*v))
-            .y_label_formatter(&|v| fmt_num(*v))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .draw()
             .map_err(err(&name))?;
         for (ki, k) in kernels.iter().enumerate() {
@@ -334,10 +354,11 @@ fn lock_sites(t: &LockSiteTable) -> Result<Plot, ReportError> {
             .map_err(err(&name))?;
         chart
             .configure_mesh()
+            .light_line_style(WHITE)
             .disable_y_mesh()
             .y_labels(0)
             .x_desc(t.unit())
-            .x_label_formatter(&|v| fmt_num(*v))
+            .x_label_formatter(&tick)
             .draw()
             .map_err(err(&name))?;
         let h = 0.8 / nk as f64;
@@ -399,4 +420,24 @@ fn lock_sites(t: &LockSiteTable) -> Result<Plot, ReportError> {
         caption: format!("{label}: irq-thread D switches by lock site ({})", t.unit()),
         svg,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks() {
+        assert_eq!(tick(&1.0), "1");
+        assert_eq!(tick(&1000.0), "1000");
+        assert_eq!(tick(&2.5), "2.5");
+        assert_eq!(tick(&0.125), "0.125");
+        assert_eq!(tick(&-0.0), "0");
+        assert_eq!(tick(&2.5e-6), "2.5e-6");
+    }
+
+    #[test]
+    fn jitter_stays_inside_the_column() {
+        assert!((0..100).all(|j| jitter(j).abs() <= 0.18));
+    }
 }
