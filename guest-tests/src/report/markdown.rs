@@ -203,8 +203,12 @@ fn provenance(d: &ReportData) -> Vec<Block> {
                     ""
                 }
             );
+            let dir = &r.info.run_dir;
             vec![
-                r.info.run_dir.display().to_string(),
+                dir.strip_prefix(&d.root)
+                    .unwrap_or(dir)
+                    .display()
+                    .to_string(),
                 r.info.kernel.clone(),
                 r.info.variant.clone().unwrap_or_default(),
                 r.info.repeat.to_string(),

@@ -67,6 +67,8 @@ pub struct Plot {
 /// Everything a report shows, computed from the runs.
 #[derive(Debug)]
 pub struct ReportData {
+    /// The directory the runs were read from (run paths are shown relative to it).
+    pub root: PathBuf,
     pub title: String,
     pub runs: Vec<RunResult>,
     /// Results files that could not be read.
@@ -128,6 +130,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
         )
     });
     Ok(ReportData {
+        root: dir.to_path_buf(),
         title,
         runs,
         unreadable,
@@ -159,6 +162,26 @@ fn write(dir: &Path, data: &ReportData) -> Result<ReportFiles, ReportError> {
         html,
         plots,
     })
+}
+
+/// The comparison of the runs under `dir` as a Markdown table (what `compare` prints on
+/// stdout); `filter` keeps metrics whose name contains one of the substrings.
+pub fn summary_table(
+    dir: &Path,
+    kernels: &[String],
+    filter: &[String],
+) -> Result<String, ReportError> {
+    let opts = ReportOptions {
+        kernels: kernels.to_vec(),
+        ..Default::default()
+    };
+    let mut runs: Vec<RunResult> = RunResult::find_all(dir).into_iter().flatten().collect();
+    if runs.is_empty() {
+        return Err(ReportError::NoResults(dir.to_path_buf()));
+    }
+    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
+    let c = compare(&runs, &opts.kernels)?;
+    Ok(crate::compare::markdown_table(&c, filter))
 }
 
 /// A metric name made safe for a file name.

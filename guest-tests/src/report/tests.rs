@@ -211,6 +211,14 @@ fn report_from_fixture_results() {
     assert!(!html.contains("<?xml"));
     // Provenance reaches the report.
     assert!(md.contains("qemu-system-x86_64 -accel tcg") && md.contains("latency=42"));
+    assert!(
+        md.contains("| base--0 | base |"),
+        "run paths relative to the report"
+    );
+    // The stdout table holds the same numbers as the report's.
+    let t = summary_table(dir, &[], &["irq_d_per_kio".into()]).unwrap();
+    let row = t.lines().nth(2).unwrap();
+    assert!(md.contains(row), "{row}");
     // Rebuilding gives the same report.
     build(dir).unwrap();
     assert_eq!(std::fs::read_to_string(&files.markdown).unwrap(), md);
