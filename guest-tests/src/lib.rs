@@ -11,5 +11,6 @@ pub mod job;
 pub mod launch;
 pub mod matrix;
 pub mod metrics;
+pub mod report;
 pub mod results;
 pub mod suite;

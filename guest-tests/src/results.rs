@@ -306,4 +306,4 @@ pub fn save_artifacts(dir: &Path, artifacts: &[Artifact]) -> std::io::Result<()>
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

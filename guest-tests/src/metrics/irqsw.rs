@@ -48,6 +48,9 @@ pub struct IrqSwitches {
     /// Ring-buffer overruns reported by ftrace; must be 0 for the counts to be exact.
     pub dropped: Option<u64>,
     pub bad_lines: usize,
+    /// `error=<text>` lines: the agent could not trace.
+    #[serde(default)]
+    pub errors: Vec<String>,
 }
 
 impl IrqSwitches {
@@ -92,6 +95,10 @@ pub fn parse_irqsw(text: &str) -> Result<IrqSwitches, MetricsError> {
     let mut out = IrqSwitches::default();
     let mut any = false;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(e) = line.trim().strip_prefix("error=") {
+            out.errors.push(e.chars().take(300).collect());
+            continue;
+        }
         let kv = kv_pairs(line);
         if let Some(d) = kv.get("dropped") {
             match d.parse::<u64>() {
@@ -132,7 +139,10 @@ pub fn parse_irqsw(text: &str) -> Result<IrqSwitches, MetricsError> {
         }
     }
     if !any {
-        return Err(MetricsError::Empty);
+        return Err(match out.errors.first() {
+            Some(e) => MetricsError::Structure(format!("agent: {e}")),
+            None => MetricsError::Empty,
+        });
     }
     Ok(out)
 }
@@ -194,6 +204,12 @@ dropped=0
         assert_eq!(s.dropped, Some(7));
         assert_eq!(s.cross_check_ok(), None);
         assert!(parse_irqsw("").is_err());
+        assert_eq!(
+            parse_irqsw("error=no request irq threads or no sched_switch event\n"),
+            Err(MetricsError::Structure(
+                "agent: no request irq threads or no sched_switch event".into()
+            ))
+        );
         assert!(parse_irqsw("\u{0}\u{1}garbage").is_err());
     }
 }

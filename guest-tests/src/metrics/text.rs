@@ -29,15 +29,21 @@ pub fn parse_kv(text: &str) -> Result<BTreeMap<String, String>, MetricsError> {
     Ok(m)
 }
 
-/// `funcs.<step>`: `func=<name> hits=<n>` -> name -> hits.
-pub fn parse_funcs(text: &str) -> Result<BTreeMap<String, u64>, MetricsError> {
+/// `funcs.<step>`: `func=<name> hits=<n>` -> name -> hits, plus the agent's `error=` notes
+/// (`error=<text>`, or `func=<name> error=<why>` for a function that could not be traced).
+pub fn parse_funcs(text: &str) -> Result<(BTreeMap<String, u64>, Vec<String>), MetricsError> {
     let mut m = BTreeMap::new();
+    let mut errors = Vec::new();
     for (i, line) in text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
         let kv = kv_pairs(line);
+        if line.contains("error=") {
+            errors.push(line.trim().chars().take(300).collect());
+            continue;
+        }
         match (
             kv.get("func"),
             kv.get("hits").and_then(|h| h.parse::<u64>().ok()),
@@ -54,9 +60,12 @@ pub fn parse_funcs(text: &str) -> Result<BTreeMap<String, u64>, MetricsError> {
         }
     }
     if m.is_empty() {
-        return Err(MetricsError::Empty);
+        return Err(match errors.first() {
+            Some(e) => MetricsError::Structure(format!("agent: {e}")),
+            None => MetricsError::Empty,
+        });
     }
-    Ok(m)
+    Ok((m, errors))
 }
 
 /// One synchronous SCSI rescan.
@@ -233,10 +242,11 @@ mod tests {
 
     #[test]
     fn funcs() {
-        let f = parse_funcs(
-            "func=blk_mq_run_hw_queue hits=24769\nfunc=blk_mq_update_tag_set_shared hits=510\n",
+        let (f, e) = parse_funcs(
+            "func=blk_mq_run_hw_queue hits=24769\nfunc=blk_mq_update_tag_set_shared hits=510\nfunc=nope error=not_traceable\n",
         )
         .unwrap();
+        assert_eq!(e, ["func=nope error=not_traceable"]);
         assert_eq!(f["blk_mq_run_hw_queue"], 24769);
         assert_eq!(f["blk_mq_update_tag_set_shared"], 510);
         assert_eq!(
@@ -247,6 +257,10 @@ mod tests {
             })
         );
         assert!(parse_funcs("").is_err());
+        assert!(matches!(
+            parse_funcs("error=no function_profile_enabled (kernel without CONFIG_FUNCTION_PROFILER)\n"),
+            Err(MetricsError::Structure(m)) if m.contains("FUNCTION_PROFILER")
+        ));
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl Builder {
                 self.warnings.push(format!("{name}: fio job error {e}"));
             }
             self.step(label).fio = Some(v);
+        } else if let Some(label) = name
+            .strip_prefix("fio.")
+            .and_then(|n| n.strip_suffix(".stderr"))
+        {
+            // fio's warnings; keep the first lines next to the run.
+            let first: String = text.lines().take(3).collect::<Vec<_>>().join(" / ");
+            self.warnings.push(format!(
+                "{name}: {}",
+                first.chars().take(300).collect::<String>()
+            ));
+            self.step(label);
         } else if let Some(label) = name.strip_prefix("interrupts.before.") {
             let v = parse!(metrics::parse_interrupts(&text));
             self.before.insert(label.to_string(), v);
@@ -85,6 +96,9 @@ impl Builder {
                 self.warnings
                     .push(format!("{name}: S + D != voluntary_ctxt_switches delta"));
             }
+            for e in &v.errors {
+                self.warnings.push(format!("{name}: agent: {e}"));
+            }
             if v.bad_lines > 0 {
                 self.warnings
                     .push(format!("{name}: {} unparsed lines", v.bad_lines));
@@ -94,7 +108,10 @@ impl Builder {
             let v = parse!(metrics::parse_dstacks(&text));
             self.step(label).lock_sites = Some(v);
         } else if let Some(label) = name.strip_prefix("funcs.") {
-            let v = parse!(metrics::parse_funcs(&text));
+            let (v, errors) = parse!(metrics::parse_funcs(&text));
+            for e in errors {
+                self.warnings.push(format!("{name}: {e}"));
+            }
             self.step(label).funcs = Some(v);
         } else if let Some(i) = name.strip_prefix("rescan.") {
             let Ok(i) = i.parse::<u64>() else {
@@ -246,6 +263,13 @@ fn step_metrics(m: &mut BTreeMap<String, f64>, s: &StepResult) {
     }
 }
 
+/// Initcalls that become metrics (all are kept in `guest.scan`): the storage stack's.
+pub(super) fn scan_metric(initcall: &str) -> bool {
+    ["scsi", "virtio", "virtblk", "init_sd", "blk", "megaraid"]
+        .iter()
+        .any(|k| initcall.contains(k))
+}
+
 fn guest_metrics(m: &mut BTreeMap<String, f64>, g: &GuestInfo) {
     if !g.rescans.is_empty() {
         let mut ms: Vec<f64> = g.rescans.iter().map(|r| r.ms).collect();
@@ -269,7 +293,13 @@ fn guest_metrics(m: &mut BTreeMap<String, f64>, g: &GuestInfo) {
     }
     if let Some(s) = &g.scan {
         for (f, us) in &s.initcalls_us {
-            put(m, format!("scan.{f}_us"), *us as f64);
+            if scan_metric(f) {
+                put(m, format!("scan.{f}_us"), *us as f64);
+            }
+        }
+        if !s.initcalls_us.is_empty() {
+            let total: u64 = s.initcalls_us.values().fold(0, |a, b| a.saturating_add(*b));
+            put(m, "scan.initcalls_total_us".into(), total as f64);
         }
         if let Some(v) = s.first_disk_s {
             put(m, "scan.first_disk_s".into(), v);

@@ -91,6 +91,16 @@ fn fixture_run_gives_the_expected_metrics() {
     assert_eq!(m("rescan.ms_max"), 3412.0);
     assert_eq!(m("scan.virtio_scsi_init_us"), 315_214.0);
     assert_eq!(m("scan.first_disk_s"), 2.91);
+    assert_eq!(m("scan.initcalls_total_us"), 315_214.0 + 41.0 + 1200.0);
+    assert_eq!(
+        r.metric("scan.pci_subsys_init_us"),
+        None,
+        "only storage initcalls"
+    );
+    assert_eq!(
+        r.guest.scan.as_ref().unwrap().initcalls_us["pci_subsys_init"],
+        1200
+    );
     assert_eq!(m("verify.ok"), 1.0);
     // Rescans are ordered by index, not by arrival.
     assert_eq!(r.guest.rescans[0].ms, 3301.25);
@@ -219,4 +229,35 @@ fn save_artifacts_sanitises_names() {
     names.sort();
     assert_eq!(names, ["_.._.._etc_evil", "_.hidden", "fio.1-a.fio.json"]);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn agent_error_notes_become_issues_and_warnings() {
+    let mut s = fixture_stream();
+    s.extend(frame(
+        "irqsw.3-other.fio",
+        b"error=no request irq threads or no sched_switch event\n",
+    ));
+    s.extend(frame(
+        "funcs.3-other.fio",
+        b"func=a hits=3\nfunc=b error=not_traceable\n",
+    ));
+    s.extend(frame(
+        "fio.3-other.fio.stderr",
+        b"fio: note: both iodepth and numjobs\n",
+    ));
+    let r = build(&s);
+    assert_eq!(r.parse_errors.len(), 1);
+    assert_eq!(r.parse_errors[0].artifact, "irqsw.3-other.fio");
+    assert!(r.parse_errors[0].message.contains("no request irq threads"));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w == "funcs.3-other.fio: func=b error=not_traceable"));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("fio.3-other.fio.stderr: fio: note")));
+    assert_eq!(r.metric("other.func.a"), Some(3.0));
+    assert_eq!(r.steps.last().unwrap().label, "3-other.fio");
 }

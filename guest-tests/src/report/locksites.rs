@@ -1,0 +1,113 @@
+//! Per-lock-site breakdown of the irq threads' D switches, kernel by kernel.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::results::RunResult;
+
+/// One kernel's D switches for one step (and variant), pooled over its successful runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KernelSites {
+    pub runs: usize,
+    /// fio I/Os of those runs (0 when the step had no fio output).
+    pub ios: u64,
+    pub per_site: BTreeMap<String, u64>,
+}
+
+impl KernelSites {
+    pub fn total(&self) -> u64 {
+        self.per_site.values().sum()
+    }
+
+    /// D switches at `site` per 1,000 I/Os (`per_kio`), else per run.
+    pub fn rate(&self, site: &str, per_kio: bool) -> f64 {
+        let n = self.per_site.get(site).copied().unwrap_or(0) as f64;
+        if per_kio && self.ios > 0 {
+            n * 1000.0 / self.ios as f64
+        } else if self.runs > 0 {
+            n / self.runs as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// Share of this kernel's D switches at `site`.
+    pub fn share(&self, site: &str) -> Option<f64> {
+        let t = self.total();
+        (t > 0).then(|| self.per_site.get(site).copied().unwrap_or(0) as f64 / t as f64)
+    }
+}
+
+/// The breakdown for one step in one variant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LockSiteTable {
+    pub step: String,
+    pub variant: Option<String>,
+    /// Sites ordered by their largest rate over the kernels, descending.
+    pub sites: Vec<String>,
+    /// In kernel order.
+    pub kernels: Vec<(String, KernelSites)>,
+    /// Rates are per 1,000 I/Os (every kernel had fio I/Os) rather than per run.
+    pub per_kio: bool,
+}
+
+impl LockSiteTable {
+    pub fn unit(&self) -> &'static str {
+        if self.per_kio {
+            "D switches per 1,000 I/Os"
+        } else {
+            "D switches per run"
+        }
+    }
+}
+
+/// One table per (step, variant) that has D stacks in any successful run.
+pub fn lock_site_tables(runs: &[RunResult], kernels: &[String]) -> Vec<LockSiteTable> {
+    type Key = (String, Option<String>);
+    let mut acc: BTreeMap<Key, BTreeMap<String, KernelSites>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.status.is_ok()) {
+        for s in &r.steps {
+            let Some(ls) = &s.lock_sites else { continue };
+            let ks = acc
+                .entry((s.name.clone(), r.info.variant.clone()))
+                .or_default()
+                .entry(r.info.kernel.clone())
+                .or_default();
+            ks.runs += 1;
+            ks.ios += s.fio.as_ref().map_or(0, |f| f.total_ios());
+            for (site, n) in &ls.sites {
+                *ks.per_site.entry(site.clone()).or_default() += n;
+            }
+        }
+    }
+    acc.into_iter()
+        .map(|((step, variant), mut by_kernel)| {
+            let kernels: Vec<(String, KernelSites)> = kernels
+                .iter()
+                .map(|k| (k.clone(), by_kernel.remove(k).unwrap_or_default()))
+                .collect();
+            let mut sites: Vec<String> = kernels
+                .iter()
+                .flat_map(|(_, ks)| ks.per_site.keys().cloned())
+                .collect();
+            sites.sort();
+            sites.dedup();
+            let per_kio = kernels.iter().all(|(_, k)| k.runs == 0 || k.ios > 0);
+            let top = |s: &String| {
+                kernels
+                    .iter()
+                    .map(|(_, ks)| ks.rate(s, per_kio))
+                    .fold(0.0, f64::max)
+            };
+            sites.sort_by(|a, b| top(b).total_cmp(&top(a)).then(a.cmp(b)));
+            LockSiteTable {
+                step,
+                variant,
+                sites,
+                kernels,
+                per_kio,
+            }
+        })
+        .collect()
+}
