@@ -467,7 +467,9 @@ fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<
         "date",
     )?;
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let ccache_dir = ctx.cache.join("ccache");
+    let ccache_dir = std::env::var_os("CCACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ctx.cache.join("ccache"));
     util::mkdirs(&ccache_dir)?;
     let mut cmd = Command::new("make");
     cmd.current_dir(&src)

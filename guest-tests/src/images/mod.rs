@@ -115,9 +115,10 @@ impl ImageError {
 
 /// The repository root: `$VB_ROOT`, else the directory above this crate.
 pub fn repo_root() -> PathBuf {
-    std::env::var_os("VB_ROOT")
+    let root = std::env::var_os("VB_ROOT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    root.canonicalize().unwrap_or(root)
 }
 
 /// The manifest path: `<repo>/images/kernels.toml`.
