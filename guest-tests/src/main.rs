@@ -10,7 +10,9 @@ use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::backend;
 use guest_tests::matrix::{self, MatrixConfig, MatrixError};
+use guest_tests::results::RunResult;
 use guest_tests::suite::{self, Bios, Suite};
+use guest_tests::{compare, report};
 
 #[derive(Parser, Debug)]
 #[command(name = "guest-tests", version, about)]
@@ -30,10 +32,25 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Compare runs of two or more kernels.
-    Compare { dirs: Vec<PathBuf> },
-    /// Write the report of a matrix directory.
-    Report { dir: PathBuf },
+    /// Compare the runs (results.json) under one or more directories, kernel by kernel.
+    Compare {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Kernel order, first = baseline (default: the first kernel that ran).
+        #[arg(long)]
+        kernels: Option<String>,
+        /// Keep metrics whose name contains this (repeatable).
+        #[arg(long = "metric")]
+        metrics: Vec<String>,
+    },
+    /// Write report.md, report.html and plots/ for the runs under a directory.
+    Report {
+        dir: PathBuf,
+        #[arg(long)]
+        kernels: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+    },
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
     /// List the suites.
@@ -193,6 +210,52 @@ impl TryFrom<RunArgs> for MatrixConfig {
     }
 }
 
+fn split_kernels(k: Option<&str>) -> Vec<String> {
+    k.map(|k| k.split(',').map(|x| x.trim().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn compare_cmd(dirs: &[PathBuf], kernels: Option<&str>, metrics: &[String]) -> ExitCode {
+    let mut runs = Vec::new();
+    for d in dirs {
+        if !d.exists() {
+            return fail(format!("{}: no such file or directory", d.display()), 2);
+        }
+        for r in RunResult::find_all(d) {
+            match r {
+                Ok(r) => runs.push(r),
+                Err(e) => eprintln!("guest-tests: skipped {e}"),
+            }
+        }
+    }
+    if runs.is_empty() {
+        return fail("no results.json under the given directories", 2);
+    }
+    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
+    match compare::compare(&runs, &split_kernels(kernels)) {
+        Ok(c) => {
+            print!("{}", compare::markdown_table(&c, metrics));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e, 1),
+    }
+}
+
+/// After a matrix: the report and the comparison table (when anything succeeded).
+fn report_after_run(cfg: &MatrixConfig) {
+    let opts = report::ReportOptions {
+        kernels: cfg.kernels.clone(),
+        ..Default::default()
+    };
+    match report::build_with(&cfg.out, &opts) {
+        Ok(f) => println!("report: {}", f.markdown.display()),
+        Err(e) => eprintln!("guest-tests: no report: {e}"),
+    }
+    if let Ok(t) = report::summary_table(&cfg.out, &cfg.kernels, &[]) {
+        print!("{t}");
+    }
+}
+
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("guest-tests: {msg}");
     ExitCode::from(code)
@@ -231,6 +294,7 @@ fn main() -> ExitCode {
             };
             match matrix::run(&cfg) {
                 Ok(idx) => {
+                    report_after_run(&cfg);
                     let failed = idx.runs.iter().filter(|r| !r.status.is_ok()).count();
                     println!(
                         "{}: {} runs, {failed} failed (index: {})",
@@ -273,10 +337,33 @@ fn main() -> ExitCode {
                 Err(e) => matrix_err(e),
             }
         }
-        Cmd::Compare { .. } | Cmd::Report { .. } => fail(
-            "compare/report are not available in this build yet (src/compare.rs, src/report/)",
-            1,
-        ),
+        Cmd::Compare {
+            dirs,
+            kernels,
+            metrics,
+        } => compare_cmd(&dirs, kernels.as_deref(), &metrics),
+        Cmd::Report {
+            dir,
+            kernels,
+            title,
+        } => {
+            if !dir.is_dir() {
+                return fail(format!("{}: not a directory", dir.display()), 2);
+            }
+            let opts = report::ReportOptions {
+                kernels: split_kernels(kernels.as_deref()),
+                title,
+                ..Default::default()
+            };
+            match report::build_with(&dir, &opts) {
+                Ok(f) => {
+                    println!("{}\n{}", f.markdown.display(), f.html.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e @ report::ReportError::NoResults(_)) => fail(e, 2),
+                Err(e) => fail(e, 1),
+            }
+        }
         Cmd::Images(args) => match images::cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code() as u8),
