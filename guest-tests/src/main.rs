@@ -91,6 +91,10 @@ struct RunArgs {
     seed: u64,
     #[arg(long)]
     suites_dir: Option<PathBuf>,
+    /// Retry a run whose guest never reached the agent (early-boot crash) up to N times; the
+    /// failed attempts are kept as <run dir>.attempt<k>.
+    #[arg(long, default_value_t = 1)]
+    retries: u32,
     #[arg(long)]
     no_progress: bool,
 }
@@ -130,6 +134,9 @@ impl TryFrom<RunArgs> for MatrixConfig {
         let mut seen = std::collections::BTreeSet::new();
         if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
             return Err(format!("--kernels: '{d}' appears twice"));
+        }
+        if a.retries > 5 {
+            return Err(format!("--retries {} is more than 5", a.retries));
         }
         if !(1..=1000).contains(&a.repeat) {
             return Err(format!("--repeat {} not in 1..=1000", a.repeat));
@@ -201,6 +208,7 @@ impl TryFrom<RunArgs> for MatrixConfig {
             backend_bin,
             qemu_bin: a.qemu_bin,
             seed: a.seed,
+            retries: a.retries,
             progress: !a.no_progress,
             images: ImageOptions {
                 progress: !a.no_progress,
@@ -422,6 +430,7 @@ mod tests {
             ),
             (vec!["--backend-bin", "/nonexistent/vb"], "no such file"),
             (vec!["--timeout", "0"], "positive"),
+            (vec!["--retries", "9"], "--retries"),
         ] {
             let mut e = extra.clone();
             e.extend(["--out", o]);

@@ -41,6 +41,8 @@ pub struct MatrixConfig {
     pub backend_bin: Option<PathBuf>,
     pub qemu_bin: PathBuf,
     pub seed: u64,
+    /// Retries of a run that never reached the guest agent.
+    pub retries: u32,
     pub progress: bool,
     pub images: ImageOptions,
 }
@@ -108,6 +110,8 @@ pub struct IndexEntry {
     pub status: RunStatus,
     pub boot_to_fio_ready_s: Option<f64>,
     pub total_s: f64,
+    /// Boots it took (earlier ones kept as `<dir>.attempt<k>`).
+    pub attempts: u32,
 }
 
 /// `index.json` of a matrix directory.
@@ -273,7 +277,23 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             backend_bin: cfg.backend_bin.clone(),
             qemu_bin: cfg.qemu_bin.clone(),
         };
-        let rec = execute(&spec, rerun_info(cfg, p));
+        let mut rec = execute(&spec, rerun_info(cfg, p));
+        let mut attempts = 1;
+        while attempts <= cfg.retries && never_reached_agent(&rec) {
+            let keep = cfg.out.join(format!("{}.attempt{attempts}", p.dir));
+            bar.println(format!(
+                "run {} never reached the guest agent ({:?}); kept as {}, retrying",
+                p.dir,
+                rec.status,
+                keep.display()
+            ));
+            std::fs::rename(&spec.run_dir, &keep).map_err(|e| MatrixError::Io {
+                path: keep.clone(),
+                msg: e.to_string(),
+            })?;
+            rec = execute(&spec, rerun_info(cfg, p));
+            attempts += 1;
+        }
         if !rec.status.is_ok() {
             failed += 1;
             bar.println(format!("run {} failed: {:?}", p.dir, rec.status));
@@ -283,12 +303,19 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             status: rec.status.clone(),
             boot_to_fio_ready_s: rec.metric("harness.boot_to_fio_ready_s"),
             total_s: rec.timings.total_wall_s.unwrap_or(0.0),
+            attempts,
         });
         index.write(&cfg.out)?;
         bar.inc(1);
     }
     bar.finish_with_message(format!("done, {failed} failed"));
     Ok(index)
+}
+
+/// A boot that failed before the agent sent anything (a guest crash in early boot, a backend
+/// that did not start): infrastructure, not the kernel's behaviour under test.
+pub fn never_reached_agent(r: &RunResult) -> bool {
+    !r.status.is_ok() && r.artifacts.is_empty()
 }
 
 fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
@@ -400,6 +427,7 @@ mod tests {
                 },
                 boot_to_fio_ready_s: None,
                 total_s: 1.5,
+                attempts: 1,
             }],
         };
         idx.write(d.path()).unwrap();

@@ -190,6 +190,7 @@ fn hang_times_out_and_matrix_goes_on() {
         backend_bin: None,
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
         seed: 0,
+        retries: 0,
         progress: false,
         images: ImageOptions::default(),
     };
@@ -214,4 +215,41 @@ fn hang_times_out_and_matrix_goes_on() {
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
     assert_eq!(index["runs"].as_array().unwrap().len(), 2);
+}
+
+/// A backend that cannot start fails the run before any boot; the run is retried once, the
+/// failed attempt is kept beside it, and the matrix records both.
+#[test]
+fn backend_start_failure_is_retried_and_kept() {
+    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    kernel();
+    let out = keep_dir("bad-backend");
+    let cfg = MatrixConfig {
+        kernels: vec![KERNEL.into()],
+        suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
+        variants: vec![None],
+        repeat: 1,
+        out: out.clone(),
+        accel: AccelChoice::Tcg,
+        timeout: Duration::from_secs(30),
+        bios: suite::Bios::Qboot,
+        backend_bin: Some(PathBuf::from("/bin/false")),
+        qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        seed: 0,
+        retries: 1,
+        progress: false,
+        images: ImageOptions::default(),
+    };
+    let idx = matrix::run(&cfg).unwrap();
+    assert_eq!(idx.runs.len(), 1);
+    let e = &idx.runs[0];
+    assert_eq!(e.attempts, 2);
+    let RunStatus::Failed { reason } = &e.status else {
+        panic!("{:?}", e.status)
+    };
+    assert!(reason.contains("before creating its socket"), "{reason}");
+    let first = out.join(format!("{}.attempt1", e.planned.dir));
+    assert!(first.join("results.json").is_file());
+    assert!(first.join("backend.argv").is_file());
+    assert!(out.join(&e.planned.dir).join("results.json").is_file());
 }

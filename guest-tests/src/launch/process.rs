@@ -20,6 +20,7 @@ impl Guarded {
         let err = out.try_clone()?;
         let child = Command::new(&argv[0])
             .args(&argv[1..])
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
