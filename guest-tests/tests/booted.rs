@@ -253,3 +253,43 @@ fn backend_start_failure_is_retried_and_kept() {
     assert!(first.join("backend.argv").is_file());
     assert!(out.join(&e.planned.dir).join("results.json").is_file());
 }
+
+/// `--accel auto` probes KVM with a short bounded boot and caches the verdict per host kernel
+/// and QEMU version; the second resolution is answered from the cache at once.
+#[test]
+fn accel_auto_probes_once_and_caches() {
+    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let k = kernel();
+    let cache = tempfile_dir("accel-cache");
+    let q = Path::new("qemu-system-x86_64");
+    let v = guest_tests::launch::qemu::version(q).unwrap();
+    let t = std::time::Instant::now();
+    let a =
+        guest_tests::launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
+    let first = t.elapsed();
+    assert!(
+        first < guest_tests::launch::accel::PROBE_LIMIT + Duration::from_secs(5),
+        "{first:?}"
+    );
+    let files: Vec<_> = std::fs::read_dir(cache.join("accel"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(files[0].path()).unwrap(),
+        a.as_str()
+    );
+    let t = std::time::Instant::now();
+    let b =
+        guest_tests::launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
+    assert_eq!(a, b);
+    assert!(t.elapsed() < Duration::from_millis(100));
+    eprintln!("accel auto -> {} (probe {first:?})", a.as_str());
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let d = keep_dir(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
