@@ -87,6 +87,8 @@ pub struct GuestSettings {
     pub nr_requests: Option<u32>,
     pub expect_hctx: Option<u32>,
     pub expect_disks: Option<u32>,
+    /// Checked on the host: request MSI-X vectors the guest counted in /proc/interrupts.
+    pub expect_request_vectors: Option<u32>,
 }
 
 /// What backs the built-in / qemu-storage-daemon disks.

@@ -163,7 +163,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
     let stream = std::fs::read(qemu::results_bin(dir)).unwrap_or_default();
     let artifacts = parse_stream(&stream);
     results::save_artifacts(&dir.join("artifacts"), &artifacts).map_err(io(dir))?;
-    let status = judge(status, &artifacts, dir);
+    let status = expectations(judge(status, &artifacts, dir), suite, &artifacts);
     host.loadavg_after = results::loadavg();
     let timings = Timings {
         boot_to_init_s: artifacts
@@ -409,6 +409,32 @@ fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
     }
 }
 
+/// Host-side checks of what the guest reported against the suite's expectations.
+fn expectations(status: RunStatus, suite: &Suite, arts: &[Artifact]) -> RunStatus {
+    if !status.is_ok() {
+        return status;
+    }
+    let Some(want) = suite.spec.guest.expect_request_vectors else {
+        return status;
+    };
+    let got = arts
+        .iter()
+        .find(|a| a.name == "disk" && a.complete)
+        .and_then(|a| kv(&a.text(), "request_vectors"));
+    match got.as_deref().map(str::parse::<u32>) {
+        Some(Ok(n)) if n == want => status,
+        other => RunStatus::Failed {
+            reason: format!(
+                "expected {want} request vectors, the guest reported {}",
+                match other {
+                    Some(Ok(n)) => n.to_string(),
+                    _ => "none".into(),
+                }
+            ),
+        },
+    }
+}
+
 /// The most telling console line: a panic or BUG/Oops if there is one, else the last lines.
 fn console_summary(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -477,6 +503,23 @@ mod tests {
         assert!(reason.ends_with("x | y | z"), "{reason}");
         let t = RunStatus::TimedOut { after_s: 3.0 };
         assert_eq!(judge(t.clone(), &[art("status", "ok", true)], d.path()), t);
+    }
+
+    #[test]
+    fn request_vectors_are_checked_on_the_host() {
+        let spec: crate::suite::SuiteSpec = toml::from_str(
+            "description = \"d\"\ndevice = \"blk\"\nbackend = \"vhost-blk\"\nsteps = [\"verify\"]\n[guest]\nexpect_request_vectors = 8",
+        )
+        .unwrap();
+        let s = Suite::from_spec("t", Path::new("/x"), spec).unwrap();
+        let ok = [art("disk", "hctx=8\nrequest_vectors=8\n", true)];
+        assert_eq!(expectations(RunStatus::Ok, &s, &ok), RunStatus::Ok);
+        let bad = [art("disk", "request_vectors=1\n", true)];
+        let RunStatus::Failed { reason } = expectations(RunStatus::Ok, &s, &bad) else {
+            panic!("must fail")
+        };
+        assert_eq!(reason, "expected 8 request vectors, the guest reported 1");
+        assert!(!expectations(RunStatus::Ok, &s, &[]).is_ok());
     }
 
     #[test]
