@@ -131,6 +131,12 @@ impl TryFrom<RunArgs> for MatrixConfig {
         if kernels.iter().any(|k| k.is_empty()) {
             return Err(format!("--kernels '{}': empty kernel name", a.kernels));
         }
+        // Every name is checked before any kernel is built or anything is created.
+        let manifest = images::manifest::Manifest::load(&images::manifest_path())
+            .map_err(|e| e.to_string())?;
+        for k in &kernels {
+            manifest.variant(k).map_err(|e| e.to_string())?;
+        }
         let mut seen = std::collections::BTreeSet::new();
         if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
             return Err(format!("--kernels: '{d}' appears twice"));
@@ -420,8 +426,9 @@ mod tests {
         for (extra, needle) in [
             (vec!["--suite", "nope"], "known: "),
             (vec!["--repeat", "0"], "--repeat"),
-            (vec!["--kernels", "a,,b"], "empty"),
-            (vec!["--kernels", "a,a"], "twice"),
+            (vec!["--kernels", "rt,,debian-rt"], "empty"),
+            (vec!["--kernels", "rt,rt"], "twice"),
+            (vec!["--kernels", "rt,nope"], "known: "),
             (vec!["--accel", "hvf"], "known: tcg, kvm, auto"),
             (vec!["--bios", "uefi"], "seabios"),
             (
@@ -449,7 +456,7 @@ mod tests {
             "--suite",
             "latency-sweep",
             "--kernels",
-            "a, b",
+            "rt, debian-rt",
             "--repeat",
             "2",
             "--out",
@@ -458,7 +465,7 @@ mod tests {
             "30",
         ]))
         .unwrap();
-        assert_eq!(c.kernels, ["a", "b"]);
+        assert_eq!(c.kernels, ["rt", "debian-rt"]);
         assert_eq!(c.variants.len(), 4);
         assert_eq!(c.timeout, Duration::from_secs(30));
         assert_eq!(c.accel, AccelChoice::Auto);
