@@ -90,9 +90,14 @@ fn explain(r: &RunResult, dir: &Path) -> String {
 }
 
 fn check_smoke(suite: &str) -> RunResult {
+    check_smoke_with(suite, None)
+}
+
+fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
     let dir = keep_dir(suite);
-    let (spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
+    let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
+    spec.backend_bin = backend_bin;
     let r = matrix::execute(&spec, rerun);
     assert!(r.status.is_ok(), "{}", explain(&r, &dir));
     // Files the run directory must keep.
@@ -165,6 +170,27 @@ fn smoke_on_builtin_virtio_scsi() {
         .argv
         .iter()
         .any(|a| a == "virtio-scsi-pci,id=scsi0,num_queues=8"));
+}
+
+/// Smoke on our own backend: `$VB_BACKEND_BIN`, else the `vhost-blk` built next to this test.
+#[test]
+fn smoke_on_vhost_blk() {
+    let bin = std::env::var_os("VB_BACKEND_BIN")
+        .map(PathBuf::from)
+        .or_else(guest_tests::launch::backend::default_vhost_blk)
+        .expect("no vhost-blk binary: `cargo build -p vhost-blk` or set VB_BACKEND_BIN");
+    let version = guest_tests::launch::backend::version(&bin.display().to_string());
+    assert!(
+        version.starts_with("vhost-blk"),
+        "{} is not a working vhost-blk (--version: {version}); `cargo build -p vhost-blk`",
+        bin.display()
+    );
+    let r = check_smoke_with("smoke", Some(bin));
+    assert_eq!(r.provenance.backend.name, "vhost-blk");
+    assert!(r.provenance.backend.version.starts_with("vhost-blk"));
+    assert!(r.provenance.backend.git_rev.is_some());
+    let v = r.guest.verify.as_ref().expect("verify artefact");
+    assert!(format!("{v:?}").to_lowercase().contains("ok"), "{v:?}");
 }
 
 /// A run that cannot finish in time is killed, marked timed out, keeps its console; the
