@@ -319,3 +319,18 @@ fn tempfile_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A QEMU that refuses its command line fails the run with QEMU's own message.
+#[test]
+fn qemu_error_is_reported() {
+    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = keep_dir("qemu-error");
+    let (mut spec, rerun) = spec("smoke-builtin-scsi", &dir, Duration::from_secs(30));
+    spec.suite.spec.memory_mib = 1 << 30; // 1 PiB: QEMU cannot allocate it
+    let r = matrix::execute(&spec, rerun);
+    let RunStatus::Failed { reason } = &r.status else {
+        panic!("{:?}", r.status)
+    };
+    assert!(reason.starts_with("qemu exited"), "{reason}");
+    assert!(reason.contains("qemu-system-x86_64:"), "{reason}");
+}

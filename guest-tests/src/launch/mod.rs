@@ -337,6 +337,14 @@ fn drive_qemu(
     let status = loop {
         if let Some(st) = q.try_wait() {
             tracing::debug!(status = %st, "qemu exited");
+            if !st.success() {
+                break RunStatus::Failed {
+                    reason: format!(
+                        "qemu exited ({st}): {}",
+                        backend::tail(&dir.join("qemu.log"), 3)
+                    ),
+                };
+            }
             break RunStatus::Ok; // judged from the artefacts afterwards
         }
         let len = std::fs::metadata(&results).map(|m| m.len()).unwrap_or(0);
