@@ -152,6 +152,12 @@ fn check(device: &str) {
             .sum();
         assert_eq!(traced, va - vb, "pid {pid}: {irqsw}");
     }
+    if irqsw.contains("state=D ") {
+        // D switches were counted, so their stacks were recorded: `count=N` + symbol+0xoff/0xlen
+        let st = get(&arts, "dstacks.2-randread.fio").text();
+        assert!(st.starts_with("count="), "{st}");
+        assert!(st.lines().nth(1).is_some_and(|f| f.contains("+0x")), "{st}");
+    }
     assert!(get(&arts, "interrupts.after.2-randread.fio")
         .text()
         .contains("virtio"));

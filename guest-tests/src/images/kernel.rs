@@ -124,7 +124,11 @@ fn git_identity(path: &Path) -> Result<String, ImageError> {
             all.extend(std::fs::read(path.join(f)).unwrap_or_default());
         }
     }
-    Ok(format!("head={} changes={}", head.trim(), &sha256_hex(&all)[..16]))
+    Ok(format!(
+        "head={} changes={}",
+        head.trim(),
+        &sha256_hex(&all)[..16]
+    ))
 }
 
 /// The patch stack of a variant: its own patches, then the user's.
