@@ -3,7 +3,8 @@
 //! artefacts with `guest_tests::agent::parse_stream`.
 //!
 //! Slow (about a minute per boot under TCG), so it runs only with `VB_BOOT_TESTS=1`;
-//! `VB_BOOT_VARIANT` picks the kernel (default `debian-rt`).
+//! `VB_BOOT_VARIANT` picks the kernel (default `debian-rt`), `VB_BOOT_DEVICES` the devices
+//! (default `scsi blk`).
 
 use std::path::Path;
 use std::process::Command;
@@ -152,6 +153,12 @@ fn check(device: &str) {
             .sum();
         assert_eq!(traced, va - vb, "pid {pid}: {irqsw}");
     }
+    if irqsw.contains("state=D ") {
+        // D switches were counted, so their stacks were recorded: `count=N` + symbol+0xoff/0xlen
+        let st = get(&arts, "dstacks.2-randread.fio").text();
+        assert!(st.starts_with("count="), "{st}");
+        assert!(st.lines().nth(1).is_some_and(|f| f.contains("+0x")), "{st}");
+    }
     assert!(get(&arts, "interrupts.after.2-randread.fio")
         .text()
         .contains("virtio"));
@@ -167,6 +174,8 @@ fn agent_runs_jobs_on_virtio_scsi_and_blk() {
         return;
     }
     // One after the other: two 8-vCPU TCG guests at once would only measure the host.
-    check("scsi");
-    check("blk");
+    let devices = std::env::var("VB_BOOT_DEVICES").unwrap_or_else(|_| "scsi blk".into());
+    for d in devices.split_whitespace() {
+        check(d);
+    }
 }

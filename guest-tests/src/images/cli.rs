@@ -183,5 +183,24 @@ pub fn cli_list(opts: &ImageOptions) -> Result<(), ImageError> {
         };
         println!("{:w$}  {state}\n{:w$}  {}", r.name, "", r.description);
     }
+    let m = Manifest::load(&manifest_path())?;
+    let cache = super::cache_dir(opts);
+    let fio = cache
+        .join("fio")
+        .join(util::safe_name(&m.initramfs.fio.version))
+        .join("fio");
+    let state = if fio.is_file() {
+        format!("cached {}", fio.display())
+    } else {
+        "not built".into()
+    };
+    println!("static fio {}: {state}", m.initramfs.fio.version);
+    let n = std::fs::read_dir(cache.join("initramfs"))
+        .map(|d| d.filter_map(|e| e.ok()).count())
+        .unwrap_or(0);
+    println!(
+        "initramfs archives cached: {n} (in {})",
+        cache.join("initramfs").display()
+    );
     Ok(())
 }

@@ -116,10 +116,18 @@ fn git_identity(path: &Path) -> Result<String, ImageError> {
     let head = git(&["rev-parse", "HEAD"])?;
     let status = git(&["status", "--porcelain=v1", "--untracked-files=all"])?;
     let diff = git(&["diff", "HEAD", "--binary"])?;
+    let mut all = format!("{status}\0{diff}").into_bytes();
+    // Untracked files by content too (status names them, diff does not show them).
+    for f in git(&["ls-files", "-z", "--others", "--exclude-standard"])?.split('\0') {
+        if !f.is_empty() {
+            all.extend_from_slice(f.as_bytes());
+            all.extend(std::fs::read(path.join(f)).unwrap_or_default());
+        }
+    }
     Ok(format!(
         "head={} changes={}",
         head.trim(),
-        &sha256_hex(format!("{status}\0{diff}").as_bytes())[..16]
+        &sha256_hex(&all)[..16]
     ))
 }
 
@@ -538,5 +546,38 @@ mod tests {
         other.push("patch=p sha256=2".into());
         assert_ne!(key_of(&base), key_of(&other));
         assert_eq!(key_of(&base), key_of(&base.clone()));
+    }
+
+    #[test]
+    fn a_git_tree_identity_follows_commits_and_uncommitted_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .arg("-C")
+                .arg(d.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
+        git(&["add", "Makefile"]);
+        git(&["commit", "-qm", "one"]);
+        let a = git_identity(d.path()).unwrap();
+        assert_eq!(a, git_identity(d.path()).unwrap());
+        std::fs::write(d.path().join("Makefile"), "all: x\n").unwrap();
+        let b = git_identity(d.path()).unwrap();
+        assert_ne!(a, b, "an uncommitted edit changes the identity");
+        std::fs::write(d.path().join("new.c"), "int x;\n").unwrap();
+        let c = git_identity(d.path()).unwrap();
+        assert_ne!(b, c, "an untracked file too");
+        std::fs::write(d.path().join("new.c"), "int y;\n").unwrap();
+        assert_ne!(c, git_identity(d.path()).unwrap(), "and its content");
+        let e = git_identity(&d.path().join("nope")).unwrap_err();
+        assert!(matches!(e, ImageError::Usage(_)));
     }
 }
