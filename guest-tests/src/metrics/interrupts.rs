@@ -144,6 +144,34 @@ ERR:          0
     }
 
     #[test]
+    fn real_proc_interrupts() {
+        // A snapshot of this build host's /proc/interrupts (2 CPUs, virtio-blk on virtio1).
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/artifacts/proc-interrupts.host"
+        );
+        let text = std::fs::read_to_string(p).unwrap();
+        let c = parse_interrupts(&text).unwrap();
+        assert!(
+            c.contains_key("virtio1-req.0") && c.contains_key("LOC") && c.contains_key("ACPI:Ged")
+        );
+        assert!(c.keys().filter(|k| is_request_vector(k)).count() == 1);
+        // Every line with counts gives a key (some share one, like the two ACPI:Ged lines).
+        let lines = text.lines().skip(1).filter(|l| l.contains(':')).count();
+        assert!(
+            c.len() <= lines && c.len() + 2 >= lines,
+            "{} keys for {lines} lines",
+            c.len()
+        );
+        // And the live file parses the same way.
+        if let Ok(live) = std::fs::read_to_string("/proc/interrupts") {
+            let l = parse_interrupts(&live).unwrap();
+            assert!(l.contains_key("LOC"));
+            assert!(l.values().copied().max().unwrap_or(0) > 0);
+        }
+    }
+
+    #[test]
     fn garbage() {
         assert!(parse_interrupts("").is_err());
         assert!(parse_interrupts("hello\nworld").is_err());

@@ -285,3 +285,34 @@ fn hostile_names_are_escaped_in_html() {
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;"));
 }
+
+#[test]
+fn failed_runs_are_listed_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ab_fixture(dir);
+    let p = dir.join("seed000--2");
+    let mut r = RunResult::read(&p).unwrap();
+    r.set_status(crate::results::RunStatus::TimedOut { after_s: 300.0 });
+    r.write(&p).unwrap();
+    std::fs::create_dir_all(dir.join("junk")).unwrap();
+    std::fs::write(dir.join("junk/results.json"), b"not json").unwrap();
+    let files = build(dir).unwrap();
+    let md = std::fs::read_to_string(files.markdown).unwrap();
+    assert!(
+        md.contains("12 results.json files (11 successful, 1 excluded, 1 unreadable)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| seed000--2 | seed000 |  | 2 | timed out after 300 s |"),
+        "{md}"
+    );
+    assert!(md.contains("junk/results.json: not a results file"), "{md}");
+    let data = collect(dir, &ReportOptions::default()).unwrap();
+    let row = data
+        .comparison
+        .metric("randread.irq_d_per_kio")
+        .next()
+        .unwrap();
+    assert_eq!(row.summary("seed000").unwrap().n, 5);
+}
