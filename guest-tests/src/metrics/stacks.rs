@@ -74,14 +74,15 @@ impl LockSites {
     }
 }
 
-/// `=> blk_mq_run_hw_queue+0x1a/0x40 [mod]` -> `blk_mq_run_hw_queue`.
+/// `=> blk_mq_run_hw_queue+0x1a/0x40 [mod]` -> `blk_mq_run_hw_queue`; compiler suffixes
+/// (`free_to_partial_list.constprop.0`, `.isra.0`, `.part.0`, `.cold`) are dropped.
 fn symbol(frame: &str) -> Option<&str> {
     let mut f = frame.trim().trim_start_matches("=>").trim();
     if f.starts_with('[') {
         f = f.split_once(']').map_or("", |(_, r)| r.trim());
     }
     let f = f.split_whitespace().next()?;
-    let sym = f.split('+').next()?.trim();
+    let sym = f.split('+').next()?.split('.').next()?.trim();
     (!sym.is_empty()).then_some(sym)
 }
 
@@ -150,6 +151,10 @@ mod tests {
             Some("virtscsi_req_done")
         );
         assert_eq!(symbol("=>"), None);
+        assert_eq!(
+            symbol("free_to_partial_list.constprop.0+0x2d/0x130"),
+            Some("free_to_partial_list")
+        );
     }
 
     #[test]
