@@ -13,6 +13,8 @@ pub struct KernelSites {
     /// fio I/Os of those runs (0 when the step had no fio output).
     pub ios: u64,
     pub per_site: BTreeMap<String, u64>,
+    /// `"<site> <- <caller>"` -> D switches.
+    pub paths: BTreeMap<String, u64>,
 }
 
 impl KernelSites {
@@ -53,6 +55,23 @@ pub struct LockSiteTable {
 }
 
 impl LockSiteTable {
+    /// The caller through which `site` was most often reached (all kernels pooled), with its
+    /// share of the site's switches.
+    pub fn main_path(&self, site: &str) -> Option<(String, f64)> {
+        let prefix = format!("{site} <- ");
+        let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, ks) in &self.kernels {
+            for (p, n) in &ks.paths {
+                if let Some(c) = p.strip_prefix(&prefix) {
+                    *by.entry(c).or_default() += n;
+                }
+            }
+        }
+        let total: u64 = by.values().sum();
+        let (c, n) = by.into_iter().max_by_key(|(_, n)| *n)?;
+        Some((c.to_string(), n as f64 / total.max(1) as f64))
+    }
+
     pub fn unit(&self) -> &'static str {
         if self.per_kio {
             "D switches per 1,000 I/Os"
@@ -78,6 +97,9 @@ pub fn lock_site_tables(runs: &[RunResult], kernels: &[String]) -> Vec<LockSiteT
             ks.ios += s.fio.as_ref().map_or(0, |f| f.total_ios());
             for (site, n) in &ls.sites {
                 *ks.per_site.entry(site.clone()).or_default() += n;
+            }
+            for (path, n) in &ls.paths {
+                *ks.paths.entry(path.clone()).or_default() += n;
             }
         }
     }

@@ -107,6 +107,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         )));
         let mut header = vec!["lock site".to_string()];
         header.extend(t.kernels.iter().map(|(k, _)| format!("{k}: rate (share)")));
+        header.push("reached via (share)".into());
         let mut rows: Vec<Vec<String>> = t
             .sites
             .iter()
@@ -117,6 +118,9 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
                         .share(s)
                         .map_or(String::new(), |x| format!(" ({:.0} %)", x * 100.0));
                     format!("{}{share}", fmt_num(ks.rate(s, t.per_kio)))
+                }));
+                row.push(t.main_path(s).map_or(String::new(), |(c, x)| {
+                    format!("`{c}` ({:.0} %)", x * 100.0)
                 }));
                 row
             })
@@ -130,6 +134,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
             };
             format!("{} ({} switches, {} runs)", fmt_num(r), ks.total(), ks.runs)
         }));
+        total.push(String::new());
         rows.push(total);
         b.push(Table(header, rows));
         // Lock-site plots are made in the same order as the tables.

@@ -31,7 +31,7 @@ fn artefacts(d: [u64; 3], q: u64) -> Vec<Artifact> {
     let frames = "__schedule+0x3ee/0x8a0\nschedule_rtlock+0x1c/0x40\nrt_spin_lock+0x41/0x60\n";
     let mut stacks = String::new();
     if q > 0 {
-        stacks += &format!("count={q}\n{frames}blk_mq_run_hw_queue+0x12c/0x1e0\n\n");
+        stacks += &format!("count={q}\n{frames}blk_mq_run_hw_queue+0x12c/0x1e0\nblk_mq_run_hw_queues+0x5a/0xf0\n\n");
     }
     stacks += &format!(
         "count={}\n{frames}add_timer_randomness+0x31/0x1d0\n",
@@ -173,6 +173,10 @@ fn report_from_fixture_results() {
     assert!((0.4..=0.6).contains(&share), "{share}");
     assert_eq!(t.kernels[1].1.share("blk_mq_run_hw_queue"), Some(0.0));
     assert!(md.contains("| `blk_mq_run_hw_queue` |"), "{md}");
+    assert_eq!(
+        t.main_path("blk_mq_run_hw_queue"),
+        Some(("?".to_string(), 1.0))
+    );
     // Plots: strip plots for the headline metrics and the lock-site chart, on disk and inline.
     let names: Vec<String> = files
         .plots
