@@ -175,8 +175,9 @@ fn report_from_fixture_results() {
     assert!(md.contains("| `blk_mq_run_hw_queue` |"), "{md}");
     assert_eq!(
         t.main_path("blk_mq_run_hw_queue"),
-        Some(("?".to_string(), 1.0))
+        Some(("blk_mq_run_hw_queues".to_string(), 1.0))
     );
+    assert!(md.contains("| `blk_mq_run_hw_queues` (100 %) |"), "{md}");
     // Plots: strip plots for the headline metrics and the lock-site chart, on disk and inline.
     let names: Vec<String> = files
         .plots
