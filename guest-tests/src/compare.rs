@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::results::{RunResult, SweepPoint};
 
 pub use stats::{
-    lkp_flag, mann_whitney, median_sorted, summarize, welch_p, Mwu, MwuMethod, Summary,
-    MWU_EXACT_MAX_N,
+    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
+    Summary, MWU_EXACT_MAX_N,
 };
 
 /// Relative median change that, with disjoint ranges, raises the flag.

@@ -178,6 +178,16 @@ fn strip(
             let c = color(*ki);
             let x = i as f64;
             let vals = &r.values[&kernels[*ki]];
+            if let Some(s) = r.summary(&kernels[*ki]).filter(|s| s.n >= 4) {
+                // Interquartile box behind the points.
+                let corners = [(x - 0.25, s.q1), (x + 0.25, s.q3)];
+                chart
+                    .draw_series([
+                        Rectangle::new(corners, c.mix(0.15).filled()),
+                        Rectangle::new(corners, c.mix(0.6).stroke_width(1)),
+                    ])
+                    .map_err(err(metric))?;
+            }
             chart
                 .draw_series(
                     vals.iter()
@@ -217,7 +227,7 @@ fn strip(
     Ok(Plot {
         file: format!("strip-{}.svg", file_stem(metric)),
         caption: format!(
-            "{metric}: every run (dots), median (black bar), 95 % CI of the mean (whisker)"
+            "{metric}: every run (dots), median (black bar), interquartile range (box, n >= 4), 95 % CI of the mean (whisker)"
         ),
         svg,
     })
