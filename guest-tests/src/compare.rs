@@ -1,5 +1,5 @@
-//! A/B comparison of kernels over results.json files: runs are grouped by variant (sweep cell)
-//! and kernel; for every metric each kernel gets a [`Summary`] and every non-baseline kernel a
+//! A/B comparison of kernels over results.json files: runs are grouped by suite, variant
+//! (sweep cell) and kernel; for every metric each kernel gets a [`Summary`] and every non-baseline kernel a
 //! [`Versus`] against the baseline (the first kernel).
 //!
 //! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::results::{RunResult, SweepPoint};
 
 pub use stats::{
-    lkp_flag, mann_whitney, median_sorted, summarize, welch_p, Mwu, MwuMethod, Summary,
-    MWU_EXACT_MAX_N,
+    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
+    Summary, MWU_EXACT_MAX_N,
 };
 
 /// Relative median change that, with disjoint ranges, raises the flag.
@@ -43,9 +43,10 @@ pub struct Versus {
     pub flag: bool,
 }
 
-/// One metric in one variant.
+/// One metric in one (suite, variant) cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricRow {
+    pub suite: String,
     pub variant: Option<String>,
     pub sweep: Option<SweepPoint>,
     pub metric: String,
@@ -57,6 +58,17 @@ pub struct MetricRow {
 }
 
 impl MetricRow {
+    /// The cell's name for tables and plots: the variant, prefixed by the suite when the
+    /// comparison spans several suites.
+    pub fn cell_label(&self, several_suites: bool) -> String {
+        match (several_suites, &self.variant) {
+            (true, Some(v)) => format!("{} {v}", self.suite),
+            (true, None) => self.suite.clone(),
+            (false, Some(v)) => v.clone(),
+            (false, None) => String::new(),
+        }
+    }
+
     pub fn summary(&self, kernel: &str) -> Option<&Summary> {
         self.per_kernel
             .iter()
@@ -73,9 +85,15 @@ pub struct Comparison {
     pub rows: Vec<MetricRow>,
     /// Runs left out because they did not succeed: (run dir, status).
     pub excluded: Vec<(String, String)>,
+    /// Suites of the compared runs (rows of different suites are never pooled).
+    pub suites: Vec<String>,
 }
 
 impl Comparison {
+    pub fn several_suites(&self) -> bool {
+        self.suites.len() > 1
+    }
+
     pub fn baseline(&self) -> &str {
         self.kernels.first().map_or("", String::as_str)
     }
@@ -119,32 +137,44 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
             return Err(CompareError::MissingKernel(k.clone()));
         }
     }
-    // Variants in order of sweep value, then label.
-    let mut variants: Vec<(Option<String>, Option<SweepPoint>)> = Vec::new();
+    // Cells: by suite, then sweep value, then label.
+    type Cell = (String, Option<String>, Option<SweepPoint>);
+    let mut cells: Vec<Cell> = Vec::new();
     for r in &ok {
-        let v = (r.info.variant.clone(), r.info.sweep.clone());
-        if !variants.contains(&v) {
-            variants.push(v);
+        let v = (
+            r.info.suite.clone(),
+            r.info.variant.clone(),
+            r.info.sweep.clone(),
+        );
+        if !cells.contains(&v) {
+            cells.push(v);
         }
     }
-    variants.sort_by(|a, b| {
-        let key = |v: &(Option<String>, Option<SweepPoint>)| v.1.as_ref().map(|s| s.value);
-        key(a)
-            .partial_cmp(&key(b))
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.0.cmp(&b.0))
+    cells.sort_by(|a, b| {
+        let key = |v: &Cell| v.2.as_ref().map(|s| s.value);
+        a.0.cmp(&b.0)
+            .then_with(|| {
+                key(a)
+                    .partial_cmp(&key(b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .then_with(|| a.1.cmp(&b.1))
     });
+    let mut suites: Vec<String> = cells.iter().map(|c| c.0.clone()).collect();
+    suites.dedup();
     let metrics: BTreeSet<&String> = ok.iter().flat_map(|r| r.metrics.keys()).collect();
     let mut rows = Vec::new();
-    for (variant, sweep) in &variants {
-        let cell: Vec<&&RunResult> = ok
+    for cell in &cells {
+        let runs: Vec<&&RunResult> = ok
             .iter()
-            .filter(|r| &r.info.variant == variant && &r.info.sweep == sweep)
+            .filter(|r| {
+                r.info.suite == cell.0 && r.info.variant == cell.1 && r.info.sweep == cell.2
+            })
             .collect();
         for m in &metrics {
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             for k in &order {
-                let v: Vec<f64> = cell
+                let v: Vec<f64> = runs
                     .iter()
                     .filter(|r| &r.info.kernel == k)
                     .filter_map(|r| r.metric(m))
@@ -156,19 +186,19 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
             if values.is_empty() {
                 continue;
             }
-            rows.push(row(variant, sweep, m, &order, values));
+            rows.push(row(cell, m, &order, values));
         }
     }
     Ok(Comparison {
         kernels: order,
         rows,
         excluded,
+        suites,
     })
 }
 
 fn row(
-    variant: &Option<String>,
-    sweep: &Option<SweepPoint>,
+    (suite, variant, sweep): &(String, Option<String>, Option<SweepPoint>),
     metric: &str,
     order: &[String],
     values: BTreeMap<String, Vec<f64>>,
@@ -195,6 +225,7 @@ fn row(
         }
     }
     MetricRow {
+        suite: suite.clone(),
         variant: variant.clone(),
         sweep: sweep.clone(),
         metric: metric.to_string(),
@@ -253,7 +284,11 @@ pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>
     let base = c.baseline();
     let header = [
         "metric",
-        "variant",
+        if c.several_suites() {
+            "suite / variant"
+        } else {
+            "variant"
+        },
         &format!("{base} median [95 % CI of mean]"),
         "kernel",
         "median [95 % CI of mean]",
@@ -269,7 +304,7 @@ pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>
         if !filter.is_empty() && !filter.iter().any(|f| r.metric.contains(f.as_str())) {
             continue;
         }
-        let variant = r.variant.clone().unwrap_or_default();
+        let variant = r.cell_label(c.several_suites());
         let bcell = cell(r.summary(base));
         if r.versus.is_empty() {
             let mut row = vec![r.metric.clone(), variant.clone(), bcell.clone()];

@@ -27,6 +27,9 @@ pub struct Summary {
     pub ci95: Option<(f64, f64)>,
     pub min: f64,
     pub max: f64,
+    /// First and third quartiles (linear interpolation, numpy's default).
+    pub q1: f64,
+    pub q3: f64,
 }
 
 /// Median of an ascending slice (NaN when empty).
@@ -36,6 +39,14 @@ pub fn median_sorted(v: &[f64]) -> f64 {
         n if n % 2 == 1 => v[n / 2],
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
+}
+
+/// The `p` quantile (0..=1) of an ascending, non-empty slice, interpolating linearly between
+/// closest ranks.
+pub fn quantile_sorted(v: &[f64], p: f64) -> f64 {
+    let h = (v.len() - 1) as f64 * p.clamp(0.0, 1.0);
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
 }
 
 fn mean(x: &[f64]) -> f64 {
@@ -73,6 +84,8 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
         ci95,
         min: s[0],
         max: s[n - 1],
+        q1: quantile_sorted(&s, 0.25),
+        q3: quantile_sorted(&s, 0.75),
     })
 }
 
@@ -243,6 +256,8 @@ mod tests {
         );
         assert!(close(s.mean - lo, 2.1999802347256714, 1e-9));
         assert_eq!((s.min, s.max), (9.8, 15.6));
+        // numpy.percentile(A, [25, 75])
+        assert!(close(s.q1, 11.424999999999999, 1e-12) && close(s.q3, 13.825000000000001, 1e-12));
         assert!(close(
             s.cv.unwrap(),
             2.0963460274169115 / 12.566666666666668,
@@ -255,6 +270,7 @@ mod tests {
             1e-9
         ));
         assert_eq!(s3.median, 6.0);
+        assert!(close(s3.q1, 3.8, 1e-12) && close(s3.q3, 8.05, 1e-12));
         let one = summarize(&[3.0]).unwrap();
         assert_eq!((one.sd, one.ci95), (0.0, None));
         assert!(summarize(&[]).is_none());

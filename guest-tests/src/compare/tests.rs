@@ -149,3 +149,22 @@ fn number_formatting() {
     assert_eq!(fmt_p(Some(4e-7)), "4.0e-7");
     assert_eq!(fmt_p(None), "–");
 }
+
+#[test]
+fn suites_are_never_pooled() {
+    let mut runs = ab_runs();
+    for r in runs.iter_mut().take(4) {
+        r.info.suite = "other".into();
+    }
+    let c = compare(&runs, &[]).unwrap();
+    assert_eq!(c.suites, ["other", "t"]);
+    let rows: Vec<&MetricRow> = c.metric("rr.iops").collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].suite, "other");
+    assert_eq!(rows[0].summary("base").unwrap().n, 2);
+    assert_eq!(rows[1].summary("base").unwrap().n, 4);
+    assert_eq!(rows[1].cell_label(c.several_suites()), "t");
+    let t = markdown_table(&c, &["iops".into()]);
+    assert!(t.starts_with("| metric | suite / variant |"), "{t}");
+    assert!(t.contains("| rr.iops | other |"), "{t}");
+}

@@ -80,9 +80,27 @@ pub fn interrupt_deltas(before: &InterruptCounts, after: &InterruptCounts) -> In
         .collect()
 }
 
-/// A virtio request-queue vector (`virtio0-req.3`, `virtio2-request.7`).
+/// A virtio request-queue vector: `virtio<N>-req[.<q>]` or `virtio<N>-request[.<q>]`
+/// (virtio-blk names them `req.<q>`; virtio-scsi on 6.12 names every one `request`, so
+/// several lines share that key and their counts add up).
 pub fn is_request_vector(name: &str) -> bool {
-    name.starts_with("virtio") && (name.contains("-req.") || name.contains("-request."))
+    let Some(rest) = name.strip_prefix("virtio") else {
+        return false;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    if rest.len() == name.len() - "virtio".len() {
+        return false; // no device number
+    }
+    let Some(tail) = rest
+        .strip_prefix("-request")
+        .or_else(|| rest.strip_prefix("-req"))
+    else {
+        return false;
+    };
+    match tail.strip_prefix('.') {
+        None => tail.is_empty(),
+        Some(q) => !q.is_empty() && q.chars().all(|c| c.is_ascii_digit()),
+    }
 }
 
 #[cfg(test)]
@@ -135,12 +153,74 @@ ERR:          0
             .sum();
         assert_eq!(req, 83);
         assert!(!is_request_vector("virtio0-config"));
+        for yes in [
+            "virtio1-request",
+            "virtio12-req.7",
+            "virtio0-request.3",
+            "virtio2-req",
+        ] {
+            assert!(is_request_vector(yes), "{yes}");
+        }
+        for no in [
+            "virtio-req.0",
+            "virtio1-requests",
+            "virtio1-req.",
+            "virtio1-req.x",
+            "virtio3-rx",
+            "xvirtio1-req.0",
+        ] {
+            assert!(!is_request_vector(no), "{no}");
+        }
         // A counter going backwards (reboot between snapshots) is clamped, not wrapped.
         let back = interrupt_deltas(
             &parse_interrupts(&after).unwrap(),
             &parse_interrupts(BEFORE).unwrap(),
         );
         assert_eq!(back["virtio0-request.0"], 0);
+    }
+
+    #[test]
+    fn real_proc_interrupts() {
+        // A snapshot of this build host's /proc/interrupts (2 CPUs, virtio-blk on virtio1).
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/artifacts/proc-interrupts.host"
+        );
+        let text = std::fs::read_to_string(p).unwrap();
+        let c = parse_interrupts(&text).unwrap();
+        assert!(
+            c.contains_key("virtio1-req.0") && c.contains_key("LOC") && c.contains_key("ACPI:Ged")
+        );
+        assert!(c.keys().filter(|k| is_request_vector(k)).count() == 1);
+        // Every line with counts gives a key (some share one, like the two ACPI:Ged lines).
+        let lines = text.lines().skip(1).filter(|l| l.contains(':')).count();
+        assert!(
+            c.len() <= lines && c.len() + 2 >= lines,
+            "{} keys for {lines} lines",
+            c.len()
+        );
+        // And the live file parses the same way.
+        if let Ok(live) = std::fs::read_to_string("/proc/interrupts") {
+            let l = parse_interrupts(&live).unwrap();
+            assert!(l.contains_key("LOC"));
+            assert!(l.values().copied().max().unwrap_or(0) > 0);
+        }
+    }
+
+    #[test]
+    fn virtio_scsi_vectors_share_one_name() {
+        // A 6.12 PREEMPT_RT guest with virtio-scsi num_queues=8 (one line per queue, same name).
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/artifacts/interrupts.virtio-scsi-guest"
+        );
+        let c = parse_interrupts(&std::fs::read_to_string(p).unwrap()).unwrap();
+        assert_eq!(
+            c["virtio1-request"],
+            565 + 1390 + 950 + 1028 + 1438 + 1395 + 1775 + 2438
+        );
+        assert!(is_request_vector("virtio1-request"));
+        assert_eq!(c["virtio0-virtqueues"], 14);
     }
 
     #[test]

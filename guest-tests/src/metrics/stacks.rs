@@ -61,11 +61,27 @@ pub struct LockSites {
     pub sites: BTreeMap<String, u64>,
     pub stacks: usize,
     pub bad_blocks: usize,
+    /// `"<site> <- <caller>"` -> D switches: which path reached the lock (the frame after
+    /// the site; `<site> <- ?` when the stack ends there).
+    #[serde(default)]
+    pub paths: BTreeMap<String, u64>,
 }
 
 impl LockSites {
     pub fn total(&self) -> u64 {
         self.sites.values().sum()
+    }
+
+    /// The most frequent caller of `site` and its share of the site's switches.
+    pub fn main_path(&self, site: &str) -> Option<(&str, f64)> {
+        let prefix = format!("{site} <- ");
+        let total = *self.sites.get(site)?;
+        let (p, n) = self
+            .paths
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .max_by_key(|(_, n)| **n)?;
+        Some((&p[prefix.len()..], *n as f64 / total.max(1) as f64))
     }
 
     /// D switches waiting on the queue_lock in `blk_mq_run_hw_queue`.
@@ -74,23 +90,32 @@ impl LockSites {
     }
 }
 
-/// `=> blk_mq_run_hw_queue+0x1a/0x40 [mod]` -> `blk_mq_run_hw_queue`.
+/// `=> blk_mq_run_hw_queue+0x1a/0x40 [mod]` -> `blk_mq_run_hw_queue`; compiler suffixes
+/// (`free_to_partial_list.constprop.0`, `.isra.0`, `.part.0`, `.cold`) are dropped.
 fn symbol(frame: &str) -> Option<&str> {
     let mut f = frame.trim().trim_start_matches("=>").trim();
     if f.starts_with('[') {
         f = f.split_once(']').map_or("", |(_, r)| r.trim());
     }
     let f = f.split_whitespace().next()?;
-    let sym = f.split('+').next()?.trim();
+    let sym = f.split('+').next()?.split('.').next()?.trim();
     (!sym.is_empty()).then_some(sym)
 }
 
 /// The lock site of a stack (frames innermost first).
 pub fn lock_site<'a>(frames: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    frames
+    site_and_caller(frames).map(|(s, _)| s)
+}
+
+fn site_and_caller<'a>(
+    frames: impl IntoIterator<Item = &'a str>,
+) -> Option<(&'a str, Option<&'a str>)> {
+    let mut it = frames
         .into_iter()
         .filter_map(symbol)
-        .find(|s| !SLOWPATH_PREFIXES.iter().any(|p| s.starts_with(p)))
+        .skip_while(|s| SLOWPATH_PREFIXES.iter().any(|p| s.starts_with(p)));
+    let site = it.next()?;
+    Some((site, it.next()))
 }
 
 /// Parses a `dstacks.<step>` artefact.
@@ -102,8 +127,12 @@ pub fn parse_dstacks(text: &str) -> Result<LockSites, MetricsError> {
     let mut flush = |count: &mut Option<u64>, frames: &mut Vec<&str>, out: &mut LockSites| {
         match count.take() {
             Some(n) => {
-                let site = lock_site(frames.iter().copied()).unwrap_or("(unknown)");
+                let (site, caller) =
+                    site_and_caller(frames.iter().copied()).unwrap_or(("(unknown)", None));
                 let e = out.sites.entry(site.to_string()).or_default();
+                *e = e.saturating_add(n);
+                let path = format!("{site} <- {}", caller.unwrap_or("?"));
+                let e = out.paths.entry(path).or_default();
                 *e = e.saturating_add(n);
                 out.stacks += 1;
                 any = true;
@@ -150,6 +179,10 @@ mod tests {
             Some("virtscsi_req_done")
         );
         assert_eq!(symbol("=>"), None);
+        assert_eq!(
+            symbol("free_to_partial_list.constprop.0+0x2d/0x130"),
+            Some("free_to_partial_list")
+        );
     }
 
     #[test]
@@ -167,6 +200,17 @@ mod tests {
         assert_eq!(s.sites["(unknown)"], 1);
         assert_eq!(s.total(), 28);
         assert_eq!(s.bad_blocks, 0);
+        assert_eq!(s.paths["blk_mq_run_hw_queue <- blk_mq_run_hw_queues"], 13);
+        assert_eq!(
+            s.paths["blk_mq_run_hw_queue <- blk_mq_delay_run_hw_queues"],
+            2
+        );
+        assert_eq!(s.paths["virtscsi_req_done <- vring_interrupt"], 3);
+        assert_eq!(s.paths["(unknown) <- ?"], 1);
+        let (caller, share) = s.main_path("blk_mq_run_hw_queue").unwrap();
+        assert_eq!(caller, "blk_mq_run_hw_queues");
+        assert!((share - 13.0 / 15.0).abs() < 1e-12);
+        assert_eq!(s.main_path("nowhere"), None);
     }
 
     #[test]

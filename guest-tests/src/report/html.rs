@@ -46,7 +46,7 @@ const STYLE: &str =
 table{border-collapse:collapse;margin:1em 0;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}tr:nth-child(even){background:#fafafa}
-figure{margin:1.5em 0}figcaption{font-size:13px;color:#555}
+figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}figcaption{font-size:13px;color:#555}
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}
 code{background:#f3f3f3;padding:0 2px}";
 

@@ -13,6 +13,8 @@ pub struct KernelSites {
     /// fio I/Os of those runs (0 when the step had no fio output).
     pub ios: u64,
     pub per_site: BTreeMap<String, u64>,
+    /// `"<site> <- <caller>"` -> D switches.
+    pub paths: BTreeMap<String, u64>,
 }
 
 impl KernelSites {
@@ -39,9 +41,10 @@ impl KernelSites {
     }
 }
 
-/// The breakdown for one step in one variant.
+/// The breakdown for one step in one (suite, variant) cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LockSiteTable {
+    pub suite: String,
     pub step: String,
     pub variant: Option<String>,
     /// Sites ordered by their largest rate over the kernels, descending.
@@ -53,6 +56,38 @@ pub struct LockSiteTable {
 }
 
 impl LockSiteTable {
+    /// `randread`, `randread (lat=0us)`, or with the suite when there are several.
+    pub fn label(&self, several_suites: bool) -> String {
+        let cell = match (several_suites, &self.variant) {
+            (true, Some(v)) => format!("{} {v}", self.suite),
+            (true, None) => self.suite.clone(),
+            (false, Some(v)) => v.clone(),
+            (false, None) => String::new(),
+        };
+        if cell.is_empty() {
+            self.step.clone()
+        } else {
+            format!("{} ({cell})", self.step)
+        }
+    }
+
+    /// The caller through which `site` was most often reached (all kernels pooled), with its
+    /// share of the site's switches.
+    pub fn main_path(&self, site: &str) -> Option<(String, f64)> {
+        let prefix = format!("{site} <- ");
+        let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, ks) in &self.kernels {
+            for (p, n) in &ks.paths {
+                if let Some(c) = p.strip_prefix(&prefix) {
+                    *by.entry(c).or_default() += n;
+                }
+            }
+        }
+        let total: u64 = by.values().sum();
+        let (c, n) = by.into_iter().max_by_key(|(_, n)| *n)?;
+        Some((c.to_string(), n as f64 / total.max(1) as f64))
+    }
+
     pub fn unit(&self) -> &'static str {
         if self.per_kio {
             "D switches per 1,000 I/Os"
@@ -62,15 +97,15 @@ impl LockSiteTable {
     }
 }
 
-/// One table per (step, variant) that has D stacks in any successful run.
+/// One table per (suite, step, variant) that has D stacks in any successful run.
 pub fn lock_site_tables(runs: &[RunResult], kernels: &[String]) -> Vec<LockSiteTable> {
-    type Key = (String, Option<String>);
+    type Key = (String, String, Option<String>);
     let mut acc: BTreeMap<Key, BTreeMap<String, KernelSites>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.status.is_ok()) {
         for s in &r.steps {
             let Some(ls) = &s.lock_sites else { continue };
             let ks = acc
-                .entry((s.name.clone(), r.info.variant.clone()))
+                .entry((r.info.suite.clone(), s.name.clone(), r.info.variant.clone()))
                 .or_default()
                 .entry(r.info.kernel.clone())
                 .or_default();
@@ -79,10 +114,13 @@ pub fn lock_site_tables(runs: &[RunResult], kernels: &[String]) -> Vec<LockSiteT
             for (site, n) in &ls.sites {
                 *ks.per_site.entry(site.clone()).or_default() += n;
             }
+            for (path, n) in &ls.paths {
+                *ks.paths.entry(path.clone()).or_default() += n;
+            }
         }
     }
     acc.into_iter()
-        .map(|((step, variant), mut by_kernel)| {
+        .map(|((suite, step, variant), mut by_kernel)| {
             let kernels: Vec<(String, KernelSites)> = kernels
                 .iter()
                 .map(|k| (k.clone(), by_kernel.remove(k).unwrap_or_default()))
@@ -102,6 +140,7 @@ pub fn lock_site_tables(runs: &[RunResult], kernels: &[String]) -> Vec<LockSiteT
             };
             sites.sort_by(|a, b| top(b).total_cmp(&top(a)).then(a.cmp(b)));
             LockSiteTable {
+                suite,
                 step,
                 variant,
                 sites,

@@ -65,10 +65,12 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         .flat_map(|r| r.versus.iter().filter(|v| v.flag).map(move |v| (r, v)))
         .map(|(r, v)| {
             let med = |k: &str| r.summary(k).map_or("–".into(), |s| fmt_num(s.median));
-            let variant = r
-                .variant
-                .as_deref()
-                .map_or(String::new(), |v| format!(" ({v})"));
+            let cell = r.cell_label(c.several_suites());
+            let variant = if cell.is_empty() {
+                cell
+            } else {
+                format!(" ({cell})")
+            };
             format!(
                 "`{}`{variant}: {} {} → {} {} (ratio {}, Welch p {}, Mann-Whitney p {})",
                 r.metric,
@@ -94,10 +96,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         b.push(List(flagged));
     }
     for (ti, t) in d.lock_sites.iter().enumerate() {
-        let label = match &t.variant {
-            Some(v) => format!("{} ({v})", t.step),
-            None => t.step.clone(),
-        };
+        let label = t.label(c.several_suites());
         b.push(Heading(2, format!("Where the irq threads block: {label}")));
         b.push(Para(format!(
             "D switches of the request irq threads grouped by lock site (the first frame above \
@@ -107,6 +106,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         )));
         let mut header = vec!["lock site".to_string()];
         header.extend(t.kernels.iter().map(|(k, _)| format!("{k}: rate (share)")));
+        header.push("reached via (share)".into());
         let mut rows: Vec<Vec<String>> = t
             .sites
             .iter()
@@ -117,6 +117,9 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
                         .share(s)
                         .map_or(String::new(), |x| format!(" ({:.0} %)", x * 100.0));
                     format!("{}{share}", fmt_num(ks.rate(s, t.per_kio)))
+                }));
+                row.push(t.main_path(s).map_or(String::new(), |(c, x)| {
+                    format!("`{c}` ({:.0} %)", x * 100.0)
                 }));
                 row
             })
@@ -130,6 +133,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
             };
             format!("{} ({} switches, {} runs)", fmt_num(r), ks.total(), ks.runs)
         }));
+        total.push(String::new());
         rows.push(total);
         b.push(Table(header, rows));
         // Lock-site plots are made in the same order as the tables.

@@ -72,7 +72,7 @@ pub(super) fn all(
     let mut plots = Vec::new();
     for m in selected(c, select) {
         let rows: Vec<&MetricRow> = c.metric(&m).collect();
-        plots.push(strip(&m, &c.kernels, &rows)?);
+        plots.push(strip(&m, &c.kernels, &rows, c.several_suites())?);
         let swept: BTreeSet<String> = rows
             .iter()
             .filter_map(|r| r.sweep.as_ref().map(|s| format!("{}", s.value)))
@@ -82,7 +82,7 @@ pub(super) fn all(
         }
     }
     for t in sites {
-        plots.push(lock_sites(t)?);
+        plots.push(lock_sites(t, c.several_suites())?);
     }
     Ok(plots)
 }
@@ -124,17 +124,24 @@ fn jitter(j: usize) -> f64 {
     ((j as f64 * 0.618_034).fract() - 0.5) * 0.36
 }
 
-/// Strip plot: one column per (variant, kernel), every run a point, the median a bar, the 95 %
+/// Strip plot: one column per (cell, kernel), every run a point, the median a bar, the 95 %
 /// CI of the mean a thin whisker beside it.
-fn strip(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, ReportError> {
+fn strip(
+    metric: &str,
+    kernels: &[String],
+    rows: &[&MetricRow],
+    several_suites: bool,
+) -> Result<Plot, ReportError> {
     let cols: Vec<(String, usize, &MetricRow)> = rows
         .iter()
         .flat_map(|r| {
             kernels.iter().enumerate().filter_map(move |(ki, k)| {
                 r.values.get(k)?;
-                let label = match &r.variant {
-                    Some(v) => format!("{k} {v}"),
-                    None => k.clone(),
+                let cell = r.cell_label(several_suites);
+                let label = if cell.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{k} {cell}")
                 };
                 Some((label, ki, *r))
             })
@@ -171,6 +178,16 @@ fn strip(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             let c = color(*ki);
             let x = i as f64;
             let vals = &r.values[&kernels[*ki]];
+            if let Some(s) = r.summary(&kernels[*ki]).filter(|s| s.n >= 4) {
+                // Interquartile box behind the points.
+                let corners = [(x - 0.25, s.q1), (x + 0.25, s.q3)];
+                chart
+                    .draw_series([
+                        Rectangle::new(corners, c.mix(0.15).filled()),
+                        Rectangle::new(corners, c.mix(0.6).stroke_width(1)),
+                    ])
+                    .map_err(err(metric))?;
+            }
             chart
                 .draw_series(
                     vals.iter()
@@ -210,7 +227,7 @@ fn strip(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
     Ok(Plot {
         file: format!("strip-{}.svg", file_stem(metric)),
         caption: format!(
-            "{metric}: every run (dots), median (black bar), 95 % CI of the mean (whisker)"
+            "{metric}: every run (dots), median (black bar), interquartile range (box, n >= 4), 95 % CI of the mean (whisker)"
         ),
         svg,
     })
@@ -323,11 +340,8 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
 }
 
 /// Grouped horizontal bars: D switches per lock site, one bar per kernel.
-fn lock_sites(t: &LockSiteTable) -> Result<Plot, ReportError> {
-    let label = match &t.variant {
-        Some(v) => format!("{} {v}", t.step),
-        None => t.step.clone(),
-    };
+fn lock_sites(t: &LockSiteTable, several_suites: bool) -> Result<Plot, ReportError> {
+    let label = t.label(several_suites);
     let name = format!("lock sites {label}");
     let ns = t.sites.len().max(1);
     let nk = t.kernels.len().max(1);

@@ -31,7 +31,7 @@ fn artefacts(d: [u64; 3], q: u64) -> Vec<Artifact> {
     let frames = "__schedule+0x3ee/0x8a0\nschedule_rtlock+0x1c/0x40\nrt_spin_lock+0x41/0x60\n";
     let mut stacks = String::new();
     if q > 0 {
-        stacks += &format!("count={q}\n{frames}blk_mq_run_hw_queue+0x12c/0x1e0\n\n");
+        stacks += &format!("count={q}\n{frames}blk_mq_run_hw_queue+0x12c/0x1e0\nblk_mq_run_hw_queues+0x5a/0xf0\n\n");
     }
     stacks += &format!(
         "count={}\n{frames}add_timer_randomness+0x31/0x1d0\n",
@@ -173,6 +173,11 @@ fn report_from_fixture_results() {
     assert!((0.4..=0.6).contains(&share), "{share}");
     assert_eq!(t.kernels[1].1.share("blk_mq_run_hw_queue"), Some(0.0));
     assert!(md.contains("| `blk_mq_run_hw_queue` |"), "{md}");
+    assert_eq!(
+        t.main_path("blk_mq_run_hw_queue"),
+        Some(("blk_mq_run_hw_queues".to_string(), 1.0))
+    );
+    assert!(md.contains("| `blk_mq_run_hw_queues` (100 %) |"), "{md}");
     // Plots: strip plots for the headline metrics and the lock-site chart, on disk and inline.
     let names: Vec<String> = files
         .plots
@@ -284,4 +289,35 @@ fn hostile_names_are_escaped_in_html() {
     let html = std::fs::read_to_string(files.html).unwrap();
     assert!(!html.contains("<script>"));
     assert!(html.contains("&lt;script&gt;"));
+}
+
+#[test]
+fn failed_runs_are_listed_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ab_fixture(dir);
+    let p = dir.join("seed000--2");
+    let mut r = RunResult::read(&p).unwrap();
+    r.set_status(crate::results::RunStatus::TimedOut { after_s: 300.0 });
+    r.write(&p).unwrap();
+    std::fs::create_dir_all(dir.join("junk")).unwrap();
+    std::fs::write(dir.join("junk/results.json"), b"not json").unwrap();
+    let files = build(dir).unwrap();
+    let md = std::fs::read_to_string(files.markdown).unwrap();
+    assert!(
+        md.contains("12 results.json files (11 successful, 1 excluded, 1 unreadable)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| seed000--2 | seed000 |  | 2 | timed out after 300 s |"),
+        "{md}"
+    );
+    assert!(md.contains("junk/results.json: not a results file"), "{md}");
+    let data = collect(dir, &ReportOptions::default()).unwrap();
+    let row = data
+        .comparison
+        .metric("randread.irq_d_per_kio")
+        .next()
+        .unwrap();
+    assert_eq!(row.summary("seed000").unwrap().n, 5);
 }

@@ -261,3 +261,62 @@ fn agent_error_notes_become_issues_and_warnings() {
     assert_eq!(r.metric("other.func.a"), Some(3.0));
     assert_eq!(r.steps.last().unwrap().label, "3-other.fio");
 }
+
+#[test]
+fn real_stream_from_an_rt_guest() {
+    // tests/fixtures/streams/README.md says where it comes from.
+    let s = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/streams/rt612-virtio-scsi-randread.stream"
+    ))
+    .unwrap();
+    let r = build(&s);
+    assert_eq!(r.status, RunStatus::Ok);
+    assert!(r.parse_errors.is_empty(), "{:?}", r.parse_errors);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.provenance.kernel.release, "6.12.117");
+    let m = |k: &str| r.metric(k).unwrap_or_else(|| panic!("no metric {k}"));
+    // Four busy irq threads, S + D == voluntary switches for each.
+    let sw = r.steps[1].irq_switches.as_ref().unwrap();
+    assert_eq!(sw.cross_check_ok(), Some(true));
+    assert_eq!(sw.dropped, Some(0));
+    assert_eq!(m("randread.irq_d_switches"), (264 + 292 + 315 + 266) as f64);
+    // The stack trigger saw every one of those D switches.
+    assert_eq!(m("randread.dstack_total"), m("randread.irq_d_switches"));
+    let sites = &r.steps[1].lock_sites.as_ref().unwrap().sites;
+    assert_eq!(sites["add_timer_randomness"], 684);
+    assert_eq!(sites["free_to_partial_list"], 61 + 212 + 113);
+    assert_eq!(sites["virtscsi_req_done"], 65);
+    assert_eq!(m("randread.d_queue_lock"), 0.0);
+    assert!(!sites.contains_key("(unknown)"));
+    assert_eq!(m("randread.func.blk_mq_run_hw_queue"), 0.0);
+    assert!(
+        m("randread.req_irqs") > 0.0,
+        "virtio1-request vectors counted"
+    );
+    let per_kio = m("randread.irq_d_switches") * 1000.0 / m("randread.total_ios");
+    assert_eq!(m("randread.irq_d_per_kio"), per_kio);
+    assert!(m("scan.initcalls_total_us") > 0.0);
+    assert!(r.guest.scan.as_ref().unwrap().initcalls_us.len() > 100);
+    assert!(r.metrics.keys().filter(|k| k.starts_with("scan.")).count() < 20);
+    assert_eq!(m("verify.ok"), 1.0);
+}
+
+#[test]
+fn rederived_keeps_host_facts_and_refreshes_metrics() {
+    let arts = parse_stream(&fixture_stream());
+    let mut old = build(&fixture_stream());
+    old.metrics.clear();
+    old.metrics.insert("randread.irqs_per_io".into(), 0.0); // a stale value
+    old.metrics.insert("harness.qemu_wall_s".into(), 42.0);
+    old.timings.total_wall_s = Some(50.0);
+    old.provenance.accelerator = "tcg".into();
+    old.status = RunStatus::TimedOut { after_s: 300.0 };
+    let new = old.rederived(&arts);
+    assert_eq!(new.metric("randread.irqs_per_io"), Some(1700.0 / 2048.0));
+    assert_eq!(new.metric("harness.qemu_wall_s"), Some(42.0));
+    assert_eq!(new.timings.total_wall_s, Some(50.0));
+    assert_eq!(new.provenance.accelerator, "tcg");
+    assert_eq!(new.status, old.status);
+    assert_eq!(new.info, old.info);
+}
