@@ -265,7 +265,12 @@ fn report_after_run(cfg: &MatrixConfig) {
         Ok(f) => println!("report: {}", f.markdown.display()),
         Err(e) => eprintln!("guest-tests: no report: {e}"),
     }
-    if let Ok(t) = report::summary_table(&cfg.out, &cfg.kernels, &[]) {
+    let headline: Vec<String> = report::HEADLINE_METRICS
+        .iter()
+        .map(|m| m.to_string())
+        .chain(["harness.".to_string()])
+        .collect();
+    if let Ok(t) = report::summary_table(&cfg.out, &cfg.kernels, &headline) {
         print!("{t}");
     }
 }
