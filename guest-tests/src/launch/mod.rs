@@ -175,6 +175,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
         total_wall_s: Some(t_total.elapsed().as_secs_f64()),
     };
     let (git_rev, git_dirty) = results::git_state(&host::repo_root());
+    // The tree's git state describes the backend only when the binary was built from it.
+    let from_tree = suite.spec.backend == BackendKind::VhostBlk
+        && spec
+            .backend_bin
+            .as_deref()
+            .is_some_and(|b| built_in_tree(b, &host::repo_root()));
     let builtin = suite.spec.backend == BackendKind::QemuBuiltin;
     let mut config =
         std::fs::read_to_string(suite.dir.join(format!("{}.toml", suite.name))).unwrap_or_default();
@@ -197,12 +203,8 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
                     "unknown".into()
                 }
             }),
-            git_rev: (suite.spec.backend == BackendKind::VhostBlk)
-                .then_some(git_rev)
-                .flatten(),
-            git_dirty: (suite.spec.backend == BackendKind::VhostBlk)
-                .then_some(git_dirty)
-                .flatten(),
+            git_rev: from_tree.then_some(git_rev).flatten(),
+            git_dirty: from_tree.then_some(git_dirty).flatten(),
             argv: backend_argv.unwrap_or_default(),
             config,
         },
@@ -417,6 +419,14 @@ fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
     }
 }
 
+/// True when `bin` lies under `root` (both canonicalised).
+fn built_in_tree(bin: &Path, root: &Path) -> bool {
+    match (bin.canonicalize(), root.canonicalize()) {
+        (Ok(b), Ok(r)) => b.starts_with(r),
+        _ => false,
+    }
+}
+
 /// Host-side checks of what the guest reported against the suite's expectations.
 fn expectations(status: RunStatus, suite: &Suite, arts: &[Artifact]) -> RunStatus {
     if !status.is_ok() {
@@ -528,6 +538,14 @@ mod tests {
         };
         assert_eq!(reason, "expected 8 request vectors, the guest reported 1");
         assert!(!expectations(RunStatus::Ok, &s, &[]).is_ok());
+    }
+
+    #[test]
+    fn only_binaries_under_the_tree_get_its_git_rev() {
+        let root = host::repo_root();
+        assert!(built_in_tree(&root.join("guest-tests/Cargo.toml"), &root));
+        assert!(!built_in_tree(Path::new("/bin/sh"), &root));
+        assert!(!built_in_tree(&root.join("no/such/file"), &root));
     }
 
     #[test]
