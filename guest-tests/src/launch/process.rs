@@ -1,6 +1,7 @@
 //! A child process that is always torn down: SIGTERM, a grace period, then SIGKILL.
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -18,13 +19,24 @@ impl Guarded {
     pub fn spawn(name: &str, argv: &[String], log: &Path) -> std::io::Result<Guarded> {
         let out = File::create(log)?;
         let err = out.try_clone()?;
-        let child = Command::new(&argv[0])
-            .args(&argv[1..])
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out)
-            .stderr(err)
-            .spawn()?;
+            .stderr(err);
+        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+        // which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                // If the harness dies (SIGKILL, CI timeout), QEMU and the backend die with it.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
         Ok(Guarded {
             name: name.into(),
             child: Some(child),
@@ -113,6 +125,54 @@ mod tests {
         assert!(!st.success());
         assert!(t.elapsed() < Duration::from_secs(5));
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "up\n");
+    }
+
+    #[test]
+    #[ignore = "helper process for children_die_with_their_parent"]
+    fn helper_spawn_then_exit() {
+        let Some(dir) = std::env::var_os("VB_PDEATH_DIR") else {
+            return;
+        };
+        let argv: Vec<String> = ["sleep", "30"].iter().map(|s| s.to_string()).collect();
+        let g = Guarded::spawn("t", &argv, &std::path::Path::new(&dir).join("log")).unwrap();
+        println!("CHILD={}", g.pid().unwrap());
+        // Exit without running Drop: only PR_SET_PDEATHSIG can stop the child now.
+        std::process::exit(0);
+    }
+
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn children_die_with_their_parent() {
+        let d = tempfile::tempdir().unwrap();
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "launch::process::tests::helper_spawn_then_exit",
+                "--nocapture",
+            ])
+            .env("VB_PDEATH_DIR", d.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pid: u32 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CHILD="))
+            .unwrap_or_else(|| panic!("helper printed no pid: {text}"))
+            .trim()
+            .parse()
+            .unwrap();
+        let t = Instant::now();
+        while alive(pid) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(pid), "child {pid} outlived its parent");
     }
 
     #[test]
