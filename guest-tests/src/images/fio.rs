@@ -8,21 +8,38 @@ use std::process::Command;
 
 use super::manifest::FioRecipe;
 use super::util::{self, Ctx, Lock};
-use super::ImageError;
+use super::{ImageError, BUILDER_VERSION};
 
-/// The cached, stripped static fio for `recipe`, building it if needed.
+/// What a cached fio was built from, besides its source version (the directory name).
+fn inputs(recipe: &FioRecipe) -> Result<String, ImageError> {
+    Ok(format!(
+        "deb_src={}\nconfigure={}\ntoolchain={}\nbuilder={BUILDER_VERSION}\n",
+        recipe.deb_src,
+        recipe.configure.join(" "),
+        util::gcc_version()?
+    ))
+}
+
+/// The cached, stripped static fio for `recipe` (cached by source version; rebuilt when the
+/// configure options, compiler or builder change), building it if needed.
 pub fn ensure(ctx: &Ctx, recipe: &FioRecipe) -> Result<PathBuf, ImageError> {
     let dir = ctx.cache.join("fio").join(util::safe_name(&recipe.version));
     let bin = dir.join("fio");
-    if bin.is_file() {
+    let want = inputs(recipe)?;
+    let fresh = || {
+        bin.is_file()
+            && std::fs::read_to_string(dir.join("inputs")).ok().as_deref() == Some(want.as_str())
+    };
+    if fresh() {
         return Ok(bin);
     }
     let _lock = Lock::take(&dir)?;
-    if bin.is_file() {
+    if fresh() {
         return Ok(bin);
     }
     let built = build(ctx, recipe, &dir, "build")?;
     std::fs::rename(&built, &bin).map_err(|e| ImageError::io(&built, e))?;
+    util::write_atomic(&dir.join("inputs"), want.as_bytes())?;
     Ok(bin)
 }
 
@@ -89,7 +106,13 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
     util::run_logged(
         Command::new("./configure")
             .current_dir(&src)
-            .args(&recipe.configure),
+            .args(&recipe.configure)
+            // The build directory must not leak into the binary (its build-id hashes the
+            // debug info, which names the directory): two builds anywhere are bit-identical.
+            .arg(format!(
+                "--extra-cflags=-ffile-prefix-map={}=.",
+                src.display()
+            )),
         "fio configure",
         &log,
         |_| {},
@@ -129,5 +152,14 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
         )));
     }
     let _ = std::fs::remove_dir_all(&src);
+    // dpkg-source leaves the upstream tarball next to the tree it unpacked
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| ImageError::io(dir, e))?
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().ends_with(".orig.tar.gz") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     Ok(out)
 }

@@ -485,6 +485,10 @@ fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<
         .arg("ARCH=x86_64")
         .arg("CC=ccache gcc")
         .arg("HOSTCC=ccache gcc")
+        // ccache (CCACHE_BASEDIR, for hits across work trees) hands gcc paths relative to the
+        // build directory, `../src/...`, which Kbuild's -fmacro-prefix-map=<abs srctree>/= does
+        // not strip: __FILE__ in WARN/BUG strings would differ from a build without ccache.
+        .arg("KCFLAGS=-fmacro-prefix-map=../src/=")
         .arg(format!("-j{jobs}"))
         .arg("bzImage")
         .env("CCACHE_DIR", &ccache_dir)

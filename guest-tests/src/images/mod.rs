@@ -30,7 +30,7 @@ pub use cli::{cli_build, cli_list, ImagesArgs};
 pub use util::{sha256_file, sha256_hex};
 
 /// Bumped when a change in the builder changes its outputs; part of every cache key.
-pub const BUILDER_VERSION: &str = "vb-images-1";
+pub const BUILDER_VERSION: &str = "vb-images-2";
 
 /// Everything the launcher needs to boot one kernel variant.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

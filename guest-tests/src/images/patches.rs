@@ -39,6 +39,7 @@ impl Patch {
 pub fn describe_failure(output: &str) -> String {
     let mut file = String::new();
     let mut found = Vec::new();
+    let mut missing = false;
     for line in output.lines() {
         if let Some(f) = line
             .strip_prefix("checking file ")
@@ -49,7 +50,12 @@ pub fn describe_failure(output: &str) -> String {
             let hunk = line.trim_end_matches('.').to_lowercase();
             found.push(format!("{file}: {hunk}"));
         } else if line.contains("can't find file to patch") {
-            found.push(format!("{}: file to patch not found", line.trim()));
+            missing = true;
+        } else if let (true, Some(f)) = (missing, line.strip_prefix("|+++ ")) {
+            let f = f.split_whitespace().next().unwrap_or(f);
+            let f = f.split_once('/').map_or(f, |(_, rest)| rest);
+            found.push(format!("{f}: file to patch not found"));
+            missing = false;
         } else if line.contains("Reversed (or previously applied) patch detected") {
             found.push(format!("{file}: already applied (reversed patch detected)"));
         } else if line.contains("malformed patch") || line.contains("Only garbage") {
@@ -293,5 +299,20 @@ mod tests {
         let e = switch_stack(t.path(), &[p2()]).unwrap_err().to_string();
         assert!(e.contains("two.patch") && e.contains("hunk #1"), "{e}");
         assert!(applied(t.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_patch_for_a_missing_file_says_so() {
+        let t = tree();
+        let p = patch(
+            "missing.patch",
+            "--- a/block/nothere.c\n+++ b/block/nothere.c\n@@ -1,1 +1,1 @@\n-a\n+b\n",
+        );
+        let e = switch_stack(t.path(), &[p]).unwrap_err().to_string();
+        assert!(e.contains("missing.patch"), "{e}");
+        assert!(
+            e.contains("block/nothere.c: file to patch not found"),
+            "{e}"
+        );
     }
 }
