@@ -2,10 +2,35 @@
 //! reproducible initramfs with fio and the guest agent. Outputs are cached by content hash.
 //!
 //! Interface used by the harness (`launch`): [`ensure`] returns a booted-ready [`KernelImage`].
+//! The CLI (`guest-tests images ...`) is in [`cli`].
+//!
+//! Cache layout (`$VB_CACHE` or `<repo>/.cache`):
+//! - `debs/`                    downloaded .deb files (sha256-checked against the manifest)
+//! - `kernel/<source>/`         work trees: `src/` (patched in place), `build/` (O=), `build.log`
+//! - `kernels/<key>/`           finished kernels: `bzImage`, `config`, `kernel.json`
+//! - `prebuilt/<pkg>_<ver>/`    an extracted prebuilt kernel package
+//! - `fio/<version>/fio`        the static fio
+//! - `initramfs/<sha256>.cpio`  base initramfs archives
+//! - `ccache/`                  the compiler cache
 
+pub mod cli;
 pub mod cpio;
+pub mod fio;
+pub mod initramfs;
+pub mod kernel;
+pub mod manifest;
+pub mod modules;
+pub mod patches;
+pub mod prebuilt;
+mod util;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+pub use cli::{cli_build, cli_list, ImagesArgs};
+pub use util::{sha256_file, sha256_hex};
+
+/// Bumped when a change in the builder changes its outputs; part of every cache key.
+pub const BUILDER_VERSION: &str = "vb-images-2";
 
 /// Everything the launcher needs to boot one kernel variant.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -41,13 +66,171 @@ pub struct ImageOptions {
 pub enum ImageError {
     #[error("unknown kernel variant '{name}' (known: {known})")]
     UnknownVariant { name: String, known: String },
+    #[error("manifest {path}: {msg}")]
+    Manifest { path: PathBuf, msg: String },
+    #[error("bad argument: {0}")]
+    Usage(String),
+    #[error("patch {patch} does not apply: {detail}")]
+    PatchFailed { patch: PathBuf, detail: String },
+    #[error(
+        "kernel config: options requested by {fragment} did not survive in .config: {options}"
+    )]
+    ConfigDropped { fragment: PathBuf, options: String },
+    #[error("{package} {version}: sha256 {got} does not match the manifest's {want}")]
+    Checksum {
+        package: String,
+        version: String,
+        got: String,
+        want: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what} failed (see {log})")]
+    Command { what: String, log: PathBuf },
     #[error("{0}")]
-    Other(String),
+    Tool(String),
+}
+
+impl ImageError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        ImageError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// 2 for mistakes in the request (bad variant, argument or manifest), 1 for failures.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ImageError::UnknownVariant { .. }
+            | ImageError::Manifest { .. }
+            | ImageError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The repository root: `$VB_ROOT`, else the directory above this crate.
+pub fn repo_root() -> PathBuf {
+    let root = std::env::var_os("VB_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The manifest path: `<repo>/images/kernels.toml`.
+pub fn manifest_path() -> PathBuf {
+    repo_root().join("images/kernels.toml")
+}
+
+/// The cache directory for `opts`.
+pub fn cache_dir(opts: &ImageOptions) -> PathBuf {
+    opts.cache_dir
+        .clone()
+        .or_else(|| std::env::var_os("VB_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| repo_root().join(".cache"))
+}
+
+/// Checks the request before anything is created: variant known, user files present.
+fn check_request(
+    m: &manifest::Manifest,
+    variant: &str,
+    opts: &ImageOptions,
+) -> Result<(), ImageError> {
+    let v = m.variant(variant)?;
+    let prebuilt = matches!(m.source_of(v), manifest::Source::DebianPrebuilt { .. });
+    if prebuilt && (opts.kernel_tree.is_some() || !opts.extra_patches.is_empty()) {
+        return Err(ImageError::Usage(format!(
+            "variant '{variant}' is a prebuilt kernel: --kernel-tree and --patch need a source variant such as 'rt'"
+        )));
+    }
+    for p in &opts.extra_patches {
+        if !p.is_file() {
+            return Err(ImageError::Usage(format!(
+                "patch {} not found",
+                p.display()
+            )));
+        }
+    }
+    if let Some(t) = &opts.kernel_tree {
+        if !t.join("Makefile").is_file() || !t.join("Kconfig").is_file() {
+            return Err(ImageError::Usage(format!(
+                "--kernel-tree {} is not a kernel source tree (no Makefile/Kconfig)",
+                t.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Builds (or takes from the cache) what `variant` needs to boot.
-pub fn ensure(variant: &str, _opts: &ImageOptions) -> Result<KernelImage, ImageError> {
-    Err(ImageError::Other(format!(
-        "image builder not written yet for {variant}"
-    )))
+pub fn ensure(variant: &str, opts: &ImageOptions) -> Result<KernelImage, ImageError> {
+    let m = manifest::Manifest::load(&manifest_path())?;
+    ensure_with(&m, variant, opts)
+}
+
+/// [`ensure`] with an already loaded manifest.
+pub fn ensure_with(
+    m: &manifest::Manifest,
+    variant: &str,
+    opts: &ImageOptions,
+) -> Result<KernelImage, ImageError> {
+    check_request(m, variant, opts)?;
+    let cache = cache_dir(opts);
+    let ctx = util::Ctx::new(&cache, opts.progress)?;
+    let v = m.variant(variant)?;
+    let (kernel, mods) = match m.source_of(v) {
+        manifest::Source::DebianPrebuilt { .. } => {
+            let pre = prebuilt::ensure(&ctx, m, v)?;
+            let mods = modules::resolve(&pre.modules_dir, &v.modules)?;
+            (pre.kernel, mods)
+        }
+        manifest::Source::DebianSource { .. } => {
+            let k = kernel::ensure(&ctx, m, v, opts, false)?;
+            (k, Vec::new())
+        }
+    };
+    let (initramfs, initramfs_sha256) = initramfs::ensure(&ctx, m, &mods)?;
+    Ok(KernelImage {
+        variant: variant.to_string(),
+        release: kernel.release,
+        bzimage: kernel.bzimage,
+        bzimage_sha256: kernel.bzimage_sha256,
+        initramfs,
+        initramfs_sha256,
+        cmdline: v.cmdline.clone(),
+    })
+}
+
+/// One row of [`list`]: a variant and what of it is cached.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VariantStatus {
+    pub name: String,
+    pub description: String,
+    pub patches: Vec<String>,
+    /// The cached kernel for the current inputs, if any.
+    pub cached_bzimage: Option<PathBuf>,
+}
+
+/// The manifest's variants and, for each, whether its kernel is cached for the current inputs.
+pub fn list(opts: &ImageOptions) -> Result<Vec<VariantStatus>, ImageError> {
+    let m = manifest::Manifest::load(&manifest_path())?;
+    let cache = cache_dir(opts);
+    let mut out = Vec::new();
+    for v in &m.variants {
+        let cached = match m.source_of(v) {
+            manifest::Source::DebianPrebuilt { .. } => prebuilt::cached(&cache, m.source_of(v)),
+            manifest::Source::DebianSource { .. } => kernel::cached(&cache, &m, v, opts)?,
+        };
+        out.push(VariantStatus {
+            name: v.name.clone(),
+            description: v.description.clone(),
+            patches: v.patches.iter().map(|p| p.display().to_string()).collect(),
+            cached_bzimage: cached,
+        });
+    }
+    Ok(out)
 }

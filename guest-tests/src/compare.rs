@@ -1,0 +1,373 @@
+//! A/B comparison of kernels over results.json files: runs are grouped by suite, variant
+//! (sweep cell) and kernel; for every metric each kernel gets a [`Summary`] and every non-baseline kernel a
+//! [`Versus`] against the baseline (the first kernel).
+//!
+//! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
+//! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
+//! (|median change| >= 5 % and non-overlapping min-max ranges).
+
+mod stats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::{RunResult, SweepPoint};
+
+pub use stats::{
+    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
+    Summary, MWU_EXACT_MAX_N,
+};
+
+/// Relative median change that, with disjoint ranges, raises the flag.
+pub const LKP_THRESHOLD: f64 = 0.05;
+
+/// Why a comparison cannot be made.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CompareError {
+    #[error("no successful runs to compare")]
+    NoRuns,
+    #[error("kernel {0:?} has no successful runs")]
+    MissingKernel(String),
+}
+
+/// One kernel measured against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Versus {
+    pub kernel: String,
+    /// median(kernel) / median(baseline); None when the baseline median is 0.
+    pub ratio: Option<f64>,
+    pub welch_p: Option<f64>,
+    pub mwu: Option<Mwu>,
+    pub flag: bool,
+}
+
+/// One metric in one (suite, variant) cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricRow {
+    pub suite: String,
+    pub variant: Option<String>,
+    pub sweep: Option<SweepPoint>,
+    pub metric: String,
+    /// Kernel -> summary, in kernel order (kernels without values are absent).
+    pub per_kernel: Vec<(String, Summary)>,
+    pub versus: Vec<Versus>,
+    /// Kernel -> the raw values, in run order (what the strip plots draw).
+    pub values: BTreeMap<String, Vec<f64>>,
+}
+
+impl MetricRow {
+    /// The cell's name for tables and plots: the variant, prefixed by the suite when the
+    /// comparison spans several suites.
+    pub fn cell_label(&self, several_suites: bool) -> String {
+        match (several_suites, &self.variant) {
+            (true, Some(v)) => format!("{} {v}", self.suite),
+            (true, None) => self.suite.clone(),
+            (false, Some(v)) => v.clone(),
+            (false, None) => String::new(),
+        }
+    }
+
+    pub fn summary(&self, kernel: &str) -> Option<&Summary> {
+        self.per_kernel
+            .iter()
+            .find(|(k, _)| k == kernel)
+            .map(|(_, s)| s)
+    }
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Kernel order; the first is the baseline.
+    pub kernels: Vec<String>,
+    pub rows: Vec<MetricRow>,
+    /// Runs left out because they did not succeed: (run dir, status).
+    pub excluded: Vec<(String, String)>,
+    /// Suites of the compared runs (rows of different suites are never pooled).
+    pub suites: Vec<String>,
+}
+
+impl Comparison {
+    pub fn several_suites(&self) -> bool {
+        self.suites.len() > 1
+    }
+
+    pub fn baseline(&self) -> &str {
+        self.kernels.first().map_or("", String::as_str)
+    }
+
+    /// Rows for one metric across variants.
+    pub fn metric<'a>(&'a self, metric: &'a str) -> impl Iterator<Item = &'a MetricRow> + 'a {
+        self.rows.iter().filter(move |r| r.metric == metric)
+    }
+}
+
+/// Compares `runs`. `kernels` fixes the order (first = baseline); when empty, kernels are
+/// taken in order of first appearance. Failed runs are excluded and listed.
+pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, CompareError> {
+    let mut excluded = Vec::new();
+    let ok: Vec<&RunResult> = runs
+        .iter()
+        .filter(|r| {
+            let keep = r.status.is_ok();
+            if !keep {
+                excluded.push((
+                    r.info.run_dir.display().to_string(),
+                    format!("{:?}", r.status),
+                ));
+            }
+            keep
+        })
+        .collect();
+    if ok.is_empty() {
+        return Err(CompareError::NoRuns);
+    }
+    let mut order: Vec<String> = kernels.to_vec();
+    if order.is_empty() {
+        for r in &ok {
+            if !order.contains(&r.info.kernel) {
+                order.push(r.info.kernel.clone());
+            }
+        }
+    }
+    for k in &order {
+        if !ok.iter().any(|r| &r.info.kernel == k) {
+            return Err(CompareError::MissingKernel(k.clone()));
+        }
+    }
+    // Cells: by suite, then sweep value, then label.
+    type Cell = (String, Option<String>, Option<SweepPoint>);
+    let mut cells: Vec<Cell> = Vec::new();
+    for r in &ok {
+        let v = (
+            r.info.suite.clone(),
+            r.info.variant.clone(),
+            r.info.sweep.clone(),
+        );
+        if !cells.contains(&v) {
+            cells.push(v);
+        }
+    }
+    cells.sort_by(|a, b| {
+        let key = |v: &Cell| v.2.as_ref().map(|s| s.value);
+        a.0.cmp(&b.0)
+            .then_with(|| {
+                key(a)
+                    .partial_cmp(&key(b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .then_with(|| a.1.cmp(&b.1))
+    });
+    let mut suites: Vec<String> = cells.iter().map(|c| c.0.clone()).collect();
+    suites.dedup();
+    let metrics: BTreeSet<&String> = ok.iter().flat_map(|r| r.metrics.keys()).collect();
+    let mut rows = Vec::new();
+    for cell in &cells {
+        let runs: Vec<&&RunResult> = ok
+            .iter()
+            .filter(|r| {
+                r.info.suite == cell.0 && r.info.variant == cell.1 && r.info.sweep == cell.2
+            })
+            .collect();
+        for m in &metrics {
+            let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for k in &order {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| &r.info.kernel == k)
+                    .filter_map(|r| r.metric(m))
+                    .collect();
+                if !v.is_empty() {
+                    values.insert(k.clone(), v);
+                }
+            }
+            if values.is_empty() {
+                continue;
+            }
+            rows.push(row(cell, m, &order, values));
+        }
+    }
+    Ok(Comparison {
+        kernels: order,
+        rows,
+        excluded,
+        suites,
+    })
+}
+
+fn row(
+    (suite, variant, sweep): &(String, Option<String>, Option<SweepPoint>),
+    metric: &str,
+    order: &[String],
+    values: BTreeMap<String, Vec<f64>>,
+) -> MetricRow {
+    let per_kernel: Vec<(String, Summary)> = order
+        .iter()
+        .filter_map(|k| Some((k.clone(), summarize(values.get(k)?)?)))
+        .collect();
+    let mut versus = Vec::new();
+    let base = &order[0];
+    if let (Some(bv), Some(bs)) = (
+        values.get(base),
+        per_kernel.iter().find(|(k, _)| k == base).map(|(_, s)| s),
+    ) {
+        for (k, s) in per_kernel.iter().filter(|(k, _)| k != base) {
+            let ov = &values[k];
+            versus.push(Versus {
+                kernel: k.clone(),
+                ratio: (bs.median != 0.0).then(|| s.median / bs.median),
+                welch_p: welch_p(bv, ov),
+                mwu: mann_whitney(bv, ov),
+                flag: lkp_flag(bs, s, LKP_THRESHOLD),
+            });
+        }
+    }
+    MetricRow {
+        suite: suite.clone(),
+        variant: variant.clone(),
+        sweep: sweep.clone(),
+        metric: metric.to_string(),
+        per_kernel,
+        versus,
+        values,
+    }
+}
+
+/// A number with about 4 significant digits, no exponent for everyday magnitudes.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if !v.is_finite() {
+        format!("{v}")
+    } else if !(1e-3..1e7).contains(&a) {
+        format!("{v:.3e}")
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A p-value: 4 decimals, or 2 significant digits below 0.001.
+pub fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        None => "–".into(),
+        Some(p) if p < 1e-3 => format!("{p:.1e}"),
+        Some(p) => format!("{p:.4}"),
+    }
+}
+
+fn cell(s: Option<&Summary>) -> String {
+    match s {
+        None => "–".into(),
+        Some(s) => {
+            let ci = s.ci95.map_or(String::new(), |(lo, hi)| {
+                format!(" [{}, {}]", fmt_num(lo), fmt_num(hi))
+            });
+            let cv =
+                s.cv.map_or(String::new(), |c| format!(", CV {:.0} %", c * 100.0));
+            format!("{}{ci} (n={}{cv})", fmt_num(s.median), s.n)
+        }
+    }
+}
+
+/// The comparison as a header and rows of cells; `filter` keeps metrics whose name contains
+/// any of the given substrings (all when empty). Shared by the stdout table and the report.
+pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
+    let base = c.baseline();
+    let header = [
+        "metric",
+        if c.several_suites() {
+            "suite / variant"
+        } else {
+            "variant"
+        },
+        &format!("{base} median [95 % CI of mean]"),
+        "kernel",
+        "median [95 % CI of mean]",
+        "ratio",
+        "Welch p",
+        "Mann-Whitney p",
+        "flag",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for r in &c.rows {
+        if !filter.is_empty() && !filter.iter().any(|f| r.metric.contains(f.as_str())) {
+            continue;
+        }
+        let variant = r.cell_label(c.several_suites());
+        let bcell = cell(r.summary(base));
+        if r.versus.is_empty() {
+            let mut row = vec![r.metric.clone(), variant.clone(), bcell.clone()];
+            row.resize(header.len(), String::new());
+            rows.push(row);
+        }
+        for v in &r.versus {
+            let mwu = v.mwu.map_or_else(
+                || "–".to_string(),
+                |m| {
+                    let tag = if m.method == MwuMethod::Exact {
+                        ""
+                    } else {
+                        " (approx)"
+                    };
+                    format!("{}{tag}", fmt_p(Some(m.p)))
+                },
+            );
+            rows.push(vec![
+                r.metric.clone(),
+                variant.clone(),
+                bcell.clone(),
+                v.kernel.clone(),
+                cell(r.summary(&v.kernel)),
+                v.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+                fmt_p(v.welch_p),
+                mwu,
+                if v.flag {
+                    "**CHANGED**".into()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    (header, rows)
+}
+
+/// Renders a header and rows as a Markdown table (`|` in cells escaped).
+pub fn markdown_rows(header: &[String], rows: &[Vec<String>]) -> String {
+    let esc = |s: &String| s.replace('|', "\\|");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| {} |",
+        header.iter().map(esc).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            r.iter().map(esc).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    out
+}
+
+/// The comparison as a Markdown table (see [`table`]).
+pub fn markdown_table(c: &Comparison, filter: &[String]) -> String {
+    let (h, r) = table(c, filter);
+    markdown_rows(&h, &r)
+}
+
+#[cfg(test)]
+mod tests;

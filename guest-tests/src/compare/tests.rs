@@ -1,0 +1,170 @@
+use super::*;
+use crate::results::{Provenance, RunInfo, RunStatus, Timings};
+
+fn run(kernel: &str, variant: Option<(&str, f64)>, metrics: &[(&str, f64)]) -> RunResult {
+    let info = RunInfo {
+        suite: "t".into(),
+        kernel: kernel.into(),
+        variant: variant.map(|(l, _)| l.to_string()),
+        sweep: variant.map(|(_, v)| SweepPoint {
+            param: "msix_latency_us".into(),
+            value: v,
+        }),
+        run_dir: format!("runs/{kernel}").into(),
+        ..Default::default()
+    };
+    let mut r = RunResult::failed(info, Provenance::default(), "", Timings::default());
+    r.status = RunStatus::Ok;
+    r.metrics = metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    r
+}
+
+const A: [f64; 6] = [12.1, 14.3, 9.8, 15.6, 11.2, 12.4];
+const B: [f64; 6] = [5.2, 6.1, 4.9, 6.3, 5.5, 6.0];
+
+fn ab_runs() -> Vec<RunResult> {
+    let mut v = Vec::new();
+    // Interleaved like a real experiment; IOPS identical in distribution.
+    for i in 0..6 {
+        let iops = 5000.0 + 100.0 * i as f64;
+        v.push(run(
+            "base",
+            None,
+            &[("rr.irq_d_per_kio", A[i]), ("rr.iops", iops)],
+        ));
+        v.push(run(
+            "seed000",
+            None,
+            &[("rr.irq_d_per_kio", B[i]), ("rr.iops", iops + 50.0)],
+        ));
+    }
+    v
+}
+
+#[test]
+fn two_kernels() {
+    let c = compare(&ab_runs(), &[]).unwrap();
+    assert_eq!(c.kernels, ["base", "seed000"]);
+    assert_eq!(c.rows.len(), 2);
+    let d = c.metric("rr.irq_d_per_kio").next().unwrap();
+    assert_eq!(d.summary("base").unwrap().median, 12.25);
+    assert_eq!(d.summary("seed000").unwrap().median, 5.75);
+    let v = &d.versus[0];
+    assert_eq!(v.kernel, "seed000");
+    assert!((v.ratio.unwrap() - 5.75 / 12.25).abs() < 1e-12);
+    // scipy 1.17.1 reference values, see stats.rs.
+    assert!((v.welch_p.unwrap() - 0.00030290431367790613).abs() < 1e-9);
+    assert!((v.mwu.unwrap().p - 2.0 / 924.0).abs() < 1e-12);
+    assert!(v.flag);
+    let i = c.metric("rr.iops").next().unwrap();
+    assert!(!i.versus[0].flag, "1 % apart with overlapping ranges");
+    assert!(i.versus[0].welch_p.unwrap() > 0.5);
+    assert_eq!(d.values["base"], A.to_vec());
+}
+
+#[test]
+fn kernel_order_and_baseline_are_the_callers() {
+    let c = compare(&ab_runs(), &["seed000".into(), "base".into()]).unwrap();
+    assert_eq!(c.baseline(), "seed000");
+    let d = c.metric("rr.irq_d_per_kio").next().unwrap();
+    assert_eq!(d.versus[0].kernel, "base");
+    assert!((d.versus[0].ratio.unwrap() - 12.25 / 5.75).abs() < 1e-12);
+    assert_eq!(
+        compare(&ab_runs(), &["nope".into()]),
+        Err(CompareError::MissingKernel("nope".into()))
+    );
+}
+
+#[test]
+fn failed_runs_are_excluded_and_listed() {
+    let mut runs = ab_runs();
+    runs[0].status = RunStatus::TimedOut { after_s: 60.0 };
+    let c = compare(&runs, &[]).unwrap();
+    assert_eq!(c.excluded.len(), 1);
+    assert!(c.excluded[0].1.contains("TimedOut"));
+    assert_eq!(
+        c.metric("rr.iops")
+            .next()
+            .unwrap()
+            .summary("base")
+            .unwrap()
+            .n,
+        5
+    );
+    for r in &mut runs {
+        r.status = RunStatus::Failed { reason: "x".into() };
+    }
+    assert_eq!(compare(&runs, &[]), Err(CompareError::NoRuns));
+}
+
+#[test]
+fn sweep_cells_are_compared_separately_in_axis_order() {
+    let mut runs = Vec::new();
+    for (lat, scale) in [(1000.0, 1.0), (0.0, 2.0), (200.0, 1.5)] {
+        let label = format!("lat={lat}us");
+        for i in 0..4 {
+            let x = 4.0 + i as f64 * 0.1;
+            runs.push(run("base", Some((&label, lat)), &[("d", x * scale)]));
+            runs.push(run("seed000", Some((&label, lat)), &[("d", x)]));
+        }
+    }
+    let c = compare(&runs, &[]).unwrap();
+    let cells: Vec<f64> = c
+        .rows
+        .iter()
+        .map(|r| r.sweep.as_ref().unwrap().value)
+        .collect();
+    assert_eq!(cells, [0.0, 200.0, 1000.0]);
+    let ratios: Vec<f64> = c.rows.iter().map(|r| r.versus[0].ratio.unwrap()).collect();
+    assert!((ratios[0] - 0.5).abs() < 1e-12 && (ratios[2] - 1.0).abs() < 1e-12);
+    assert!(c.rows[0].versus[0].flag && !c.rows[2].versus[0].flag);
+}
+
+#[test]
+fn markdown_table_shows_the_numbers() {
+    let c = compare(&ab_runs(), &[]).unwrap();
+    let t = markdown_table(&c, &["irq_d".into()]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 3, "{t}");
+    assert!(lines[0].starts_with("| metric |") && lines[0].contains("base median"));
+    let row = lines[2];
+    assert!(row.contains("| rr.irq_d_per_kio |"), "{row}");
+    assert!(row.contains("12.25 [10.37, 14.77] (n=6, CV 17 %)"), "{row}");
+    assert!(row.contains("| 0.469 |"), "{row}");
+    assert!(row.contains("| 3.0e-4 |"), "{row}");
+    assert!(row.contains("| 0.0022 |"), "{row}");
+    assert!(row.contains("**CHANGED**"), "{row}");
+    assert_eq!(markdown_table(&c, &[]).lines().count(), 4);
+}
+
+#[test]
+fn number_formatting() {
+    assert_eq!(fmt_num(12.25), "12.25");
+    assert_eq!(fmt_num(5033.4), "5033");
+    assert_eq!(fmt_num(0.5), "0.500");
+    assert_eq!(fmt_num(0.0), "0");
+    assert_eq!(fmt_num(1.5e-5), "1.500e-5");
+    assert_eq!(fmt_p(Some(0.00065)), "6.5e-4");
+    assert_eq!(fmt_p(Some(0.0022)), "0.0022");
+    assert_eq!(fmt_p(Some(4e-7)), "4.0e-7");
+    assert_eq!(fmt_p(None), "–");
+}
+
+#[test]
+fn suites_are_never_pooled() {
+    let mut runs = ab_runs();
+    for r in runs.iter_mut().take(4) {
+        r.info.suite = "other".into();
+    }
+    let c = compare(&runs, &[]).unwrap();
+    assert_eq!(c.suites, ["other", "t"]);
+    let rows: Vec<&MetricRow> = c.metric("rr.iops").collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].suite, "other");
+    assert_eq!(rows[0].summary("base").unwrap().n, 2);
+    assert_eq!(rows[1].summary("base").unwrap().n, 4);
+    assert_eq!(rows[1].cell_label(c.several_suites()), "t");
+    let t = markdown_table(&c, &["iops".into()]);
+    assert!(t.starts_with("| metric | suite / variant |"), "{t}");
+    assert!(t.contains("| rr.iops | other |"), "{t}");
+}

@@ -1,0 +1,587 @@
+//! Kernels built from source: Debian's linux-source (or a developer's tree), a patch stack, a
+//! config fragment merged onto tinyconfig, `make bzImage` with ccache and reproducible-build
+//! variables. One work tree per source: switching variants reverts/applies only the patches that
+//! differ, so `make` rebuilds only what they touch.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use super::manifest::{Manifest, Source, Variant};
+use super::patches::{self, Patch};
+use super::util::{self, Ctx, Lock};
+use super::{sha256_file, sha256_hex, ImageError, ImageOptions, BUILDER_VERSION};
+
+/// A finished kernel in the cache.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BuiltKernel {
+    pub release: String,
+    pub bzimage: PathBuf,
+    pub bzimage_sha256: String,
+}
+
+/// `kernel.json` next to a cached bzImage: what went in and how long it took.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct BuildRecord {
+    pub variant: String,
+    pub release: String,
+    pub bzimage_sha256: String,
+    pub key: String,
+    /// The key's input lines (source, fragment, patches, toolchain, builder).
+    pub inputs: Vec<String>,
+    pub build_secs: f64,
+}
+
+/// Where the kernel source comes from, resolved.
+#[derive(Debug, Clone)]
+enum Tree {
+    Debian {
+        package: String,
+        version: String,
+        sha256: String,
+        tarball: String,
+    },
+    /// A developer's git tree: path and content identity (HEAD + uncommitted changes).
+    Git { path: PathBuf, identity: String },
+}
+
+impl Tree {
+    fn resolve(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Tree, ImageError> {
+        if let Some(path) = &opts.kernel_tree {
+            let path = path.canonicalize().map_err(|e| ImageError::io(path, e))?;
+            return Ok(Tree::Git {
+                identity: git_identity(&path)?,
+                path,
+            });
+        }
+        match m.source_of(v) {
+            Source::DebianSource {
+                package,
+                version,
+                sha256,
+                tarball,
+            } => Ok(Tree::Debian {
+                package: package.clone(),
+                version: version.clone(),
+                sha256: sha256.clone(),
+                tarball: tarball.clone(),
+            }),
+            Source::DebianPrebuilt { .. } => Err(ImageError::Usage(format!(
+                "variant '{}' is not built from source",
+                v.name
+            ))),
+        }
+    }
+
+    fn key_line(&self) -> String {
+        match self {
+            Tree::Debian {
+                package,
+                version,
+                sha256,
+                ..
+            } => format!("source=debian-source {package} {version} sha256={sha256}"),
+            Tree::Git { path, identity } => format!("source=git {} {identity}", path.display()),
+        }
+    }
+
+    /// The work directory of this source (src/ and build/ inside).
+    fn workdir(&self, cache: &Path) -> PathBuf {
+        match self {
+            Tree::Debian { version, .. } => cache
+                .join("kernel")
+                .join(format!("debian-{}", util::safe_name(version))),
+            Tree::Git { path, .. } => cache.join("kernel").join(format!(
+                "tree-{}",
+                &sha256_hex(path.to_string_lossy().as_bytes())[..12]
+            )),
+        }
+    }
+}
+
+fn git_identity(path: &Path) -> Result<String, ImageError> {
+    let git = |args: &[&str]| {
+        util::output(
+            Command::new("git").arg("-C").arg(path).args(args),
+            &format!("git {} in {}", args.join(" "), path.display()),
+        )
+        .map_err(|_| {
+            ImageError::Usage(format!(
+                "--kernel-tree {} must be a git work tree (git {} failed)",
+                path.display(),
+                args.join(" ")
+            ))
+        })
+    };
+    let head = git(&["rev-parse", "HEAD"])?;
+    let status = git(&["status", "--porcelain=v1", "--untracked-files=all"])?;
+    let diff = git(&["diff", "HEAD", "--binary"])?;
+    let mut all = format!("{status}\0{diff}").into_bytes();
+    // Untracked files by content too (status names them, diff does not show them).
+    for f in git(&["ls-files", "-z", "--others", "--exclude-standard"])?.split('\0') {
+        if !f.is_empty() {
+            all.extend_from_slice(f.as_bytes());
+            all.extend(std::fs::read(path.join(f)).unwrap_or_default());
+        }
+    }
+    Ok(format!(
+        "head={} changes={}",
+        head.trim(),
+        &sha256_hex(&all)[..16]
+    ))
+}
+
+/// The patch stack of a variant: its own patches, then the user's.
+fn stack(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Vec<Patch>, ImageError> {
+    v.patches
+        .iter()
+        .map(|p| m.path(p))
+        .chain(opts.extra_patches.iter().cloned())
+        .map(|p| Patch::read(&p))
+        .collect()
+}
+
+/// The cache key's input lines.
+fn inputs(
+    m: &Manifest,
+    v: &Variant,
+    opts: &ImageOptions,
+    tree: &Tree,
+) -> Result<Vec<String>, ImageError> {
+    let frag = fragment_path(m, v)?;
+    let frag_sha = sha256_file(&frag)?;
+    let mut lines = vec![
+        tree.key_line(),
+        format!("fragment={} sha256={frag_sha}", frag.display()),
+    ];
+    for p in stack(m, v, opts)? {
+        lines.push(format!(
+            "patch={} sha256={}",
+            p.origin.display(),
+            p.sha256()
+        ));
+    }
+    lines.push(format!("toolchain={}", util::gcc_version()?));
+    lines.push(format!("builder={BUILDER_VERSION}"));
+    Ok(lines)
+}
+
+fn fragment_path(m: &Manifest, v: &Variant) -> Result<PathBuf, ImageError> {
+    v.fragment
+        .as_ref()
+        .map(|f| m.path(f))
+        .ok_or_else(|| ImageError::Usage(format!("variant '{}' has no config fragment", v.name)))
+}
+
+fn key_of(lines: &[String]) -> String {
+    sha256_hex(lines.join("\n").as_bytes())
+}
+
+fn out_dir(cache: &Path, key: &str) -> PathBuf {
+    cache.join("kernels").join(util::short(key))
+}
+
+fn read_record(dir: &Path) -> Option<BuildRecord> {
+    let text = std::fs::read_to_string(dir.join("kernel.json")).ok()?;
+    let r: BuildRecord = serde_json::from_str(&text).ok()?;
+    dir.join("bzImage").is_file().then_some(r)
+}
+
+/// The cached bzImage for the variant's current inputs, without building anything.
+pub fn cached(
+    cache: &Path,
+    m: &Manifest,
+    v: &Variant,
+    opts: &ImageOptions,
+) -> Result<Option<PathBuf>, ImageError> {
+    let tree = Tree::resolve(m, v, opts)?;
+    let key = key_of(&inputs(m, v, opts, &tree)?);
+    let dir = out_dir(cache, &key);
+    Ok(read_record(&dir).map(|_| dir.join("bzImage")))
+}
+
+/// Builds the variant (or returns the cached build). With `fresh`, builds again from scratch in
+/// a separate work tree and returns that build instead (the cache is left alone): used to check
+/// that two builds of the same inputs are bit-identical.
+pub fn ensure(
+    ctx: &Ctx,
+    m: &Manifest,
+    v: &Variant,
+    opts: &ImageOptions,
+    fresh: bool,
+) -> Result<BuiltKernel, ImageError> {
+    let tree = Tree::resolve(m, v, opts)?;
+    let lines = inputs(m, v, opts, &tree)?;
+    let key = key_of(&lines);
+    let out = out_dir(&ctx.cache, &key);
+    if !fresh {
+        if let Some(r) = read_record(&out) {
+            return Ok(BuiltKernel {
+                release: r.release,
+                bzimage: out.join("bzImage"),
+                bzimage_sha256: r.bzimage_sha256,
+            });
+        }
+    }
+    let work = if fresh {
+        ctx.cache.join("kernel").join("fresh")
+    } else {
+        tree.workdir(&ctx.cache)
+    };
+    let _lock = Lock::take(&work)?;
+    if fresh {
+        for d in ["src", "build"] {
+            let p = work.join(d);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| ImageError::io(&p, e))?;
+            }
+        }
+    }
+    let started = Instant::now();
+    let epoch = prepare_source(ctx, &tree, &work)?;
+    let src = work.join("src");
+    patches::switch_stack(&src, &stack(m, v, opts)?)?;
+    let build = work.join("build");
+    configure(&src, &build, &fragment_path(m, v)?, &work.join("build.log"))?;
+    make(ctx, &work, epoch, &key, &v.name)?;
+    let secs = started.elapsed().as_secs_f64();
+
+    let release = std::fs::read_to_string(build.join("include/config/kernel.release"))
+        .map_err(|e| ImageError::io(&build, e))?
+        .trim()
+        .to_string();
+    let image = build.join("arch/x86/boot/bzImage");
+    let sha = sha256_file(&image)?;
+    let dest = if fresh { work.join("out") } else { out };
+    util::mkdirs(&dest)?;
+    std::fs::copy(&image, dest.join("bzImage")).map_err(|e| ImageError::io(&dest, e))?;
+    std::fs::copy(build.join(".config"), dest.join("config"))
+        .map_err(|e| ImageError::io(&dest, e))?;
+    let rec = BuildRecord {
+        variant: v.name.clone(),
+        release: release.clone(),
+        bzimage_sha256: sha.clone(),
+        key,
+        inputs: lines,
+        build_secs: secs,
+    };
+    let json = serde_json::to_vec_pretty(&rec).map_err(|e| ImageError::Tool(e.to_string()))?;
+    util::write_atomic(&dest.join("kernel.json"), &json)?;
+    tracing::info!(variant = %v.name, secs, sha = %sha, "kernel built");
+    Ok(BuiltKernel {
+        release,
+        bzimage: dest.join("bzImage"),
+        bzimage_sha256: sha,
+    })
+}
+
+/// Makes `<work>/src` hold the pristine source (patches applied later), returns SOURCE_DATE_EPOCH.
+fn prepare_source(ctx: &Ctx, tree: &Tree, work: &Path) -> Result<i64, ImageError> {
+    let src = work.join("src");
+    let ident_file = work.join("source-identity");
+    let epoch_file = work.join("source-epoch");
+    let ident = tree.key_line();
+    let have = std::fs::read_to_string(&ident_file).unwrap_or_default();
+    if have != ident || !src.join("Makefile").is_file() {
+        for d in ["src", "build"] {
+            let p = work.join(d);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| ImageError::io(&p, e))?;
+            }
+        }
+        let tmp = work.join("src.tmp");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| ImageError::io(&tmp, e))?;
+        }
+        util::mkdirs(&tmp)?;
+        let log = work.join("build.log");
+        let epoch = match tree {
+            Tree::Debian {
+                package,
+                version,
+                sha256,
+                tarball,
+            } => {
+                let deb = util::download_deb(ctx, package, version, sha256)?;
+                let pb = ctx.bar(1, "extract");
+                pb.set_message(format!("{package} {version}"));
+                let script = format!(
+                    "dpkg-deb --fsys-tarfile '{}' | tar -xO './{tarball}' | tar -xJ -C '{}'",
+                    deb.display(),
+                    tmp.display()
+                );
+                util::run_logged(
+                    Command::new("sh").arg("-c").arg(&script),
+                    "extract source",
+                    &log,
+                    |_| {},
+                )?;
+                pb.finish_and_clear();
+                let top = single_subdir(&tmp)?;
+                std::fs::rename(&top, &src).map_err(|e| ImageError::io(&top, e))?;
+                let meta =
+                    std::fs::metadata(src.join("Makefile")).map_err(|e| ImageError::io(&src, e))?;
+                use std::os::unix::fs::MetadataExt;
+                meta.mtime()
+            }
+            Tree::Git { path, .. } => {
+                let script = format!(
+                    "cd '{}' && git ls-files -z --cached --others --exclude-standard | \
+                     tar --null -T - --ignore-failed-read -c | tar -x -C '{}'",
+                    path.display(),
+                    tmp.display()
+                );
+                util::run_logged(
+                    Command::new("sh").arg("-c").arg(&script),
+                    "copy kernel tree",
+                    &log,
+                    |_| {},
+                )?;
+                std::fs::rename(&tmp, &src).map_err(|e| ImageError::io(&tmp, e))?;
+                let ct = util::output(
+                    Command::new("git")
+                        .arg("-C")
+                        .arg(path)
+                        .args(["log", "-1", "--format=%ct"]),
+                    "git log",
+                )?;
+                ct.trim().parse().unwrap_or(0)
+            }
+        };
+        let _ = std::fs::remove_dir_all(&tmp);
+        util::write_atomic(&epoch_file, epoch.to_string().as_bytes())?;
+        util::write_atomic(&ident_file, ident.as_bytes())?;
+    }
+    let text = std::fs::read_to_string(&epoch_file).map_err(|e| ImageError::io(&epoch_file, e))?;
+    text.trim()
+        .parse()
+        .map_err(|_| ImageError::Tool(format!("bad epoch in {}", epoch_file.display())))
+}
+
+fn single_subdir(dir: &Path) -> Result<PathBuf, ImageError> {
+    let mut subs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ImageError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    if subs.len() != 1 {
+        return Err(ImageError::Tool(format!(
+            "expected one top directory in the kernel tarball, found {}",
+            subs.len()
+        )));
+    }
+    Ok(subs.remove(0))
+}
+
+/// Options a fragment asks for that `.config` does not have as asked.
+pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
+    let have: std::collections::BTreeMap<&str, &str> = config
+        .lines()
+        .filter_map(|l| {
+            if let Some(rest) = l.strip_prefix("# ") {
+                rest.strip_suffix(" is not set").map(|n| (n, "n"))
+            } else {
+                l.split_once('=')
+            }
+        })
+        .collect();
+    let mut missing = Vec::new();
+    for line in fragment.lines().map(str::trim) {
+        let (name, want) = if let Some(rest) = line.strip_prefix("# ") {
+            match rest.strip_suffix(" is not set") {
+                Some(n) => (n, "n"),
+                None => continue,
+            }
+        } else if let Some((n, v)) = line.split_once('=') {
+            (n, v)
+        } else {
+            continue;
+        };
+        let got = have.get(name).copied().unwrap_or("n");
+        if got != want {
+            missing.push(format!("{name}={want} (got {got})"));
+        }
+    }
+    missing
+}
+
+/// tinyconfig + fragment (merge_config.sh) + olddefconfig, then the survival check. Skipped when
+/// the build tree already has a config from the same fragment and source.
+fn configure(src: &Path, build: &Path, fragment: &Path, log: &Path) -> Result<(), ImageError> {
+    let frag_text = std::fs::read_to_string(fragment).map_err(|e| ImageError::io(fragment, e))?;
+    let id = sha256_hex(frag_text.as_bytes());
+    let id_file = build.join(".vb-config-id");
+    let config = build.join(".config");
+    if std::fs::read_to_string(&id_file).ok().as_deref() == Some(id.as_str()) && config.is_file() {
+        return Ok(());
+    }
+    util::mkdirs(build)?;
+    let o = format!("O={}", build.display());
+    util::run_logged(
+        Command::new("make")
+            .current_dir(src)
+            .args([o.as_str(), "ARCH=x86_64", "tinyconfig"]),
+        "make tinyconfig",
+        log,
+        |_| {},
+    )?;
+    util::run_logged(
+        Command::new("sh")
+            .current_dir(src)
+            .arg("scripts/kconfig/merge_config.sh")
+            .args(["-m", "-O"])
+            .arg(build)
+            .arg(&config)
+            .arg(fragment)
+            .env("ARCH", "x86_64"),
+        "merge_config.sh",
+        log,
+        |_| {},
+    )?;
+    util::run_logged(
+        Command::new("make")
+            .current_dir(src)
+            .args([o.as_str(), "ARCH=x86_64", "olddefconfig"]),
+        "make olddefconfig",
+        log,
+        |_| {},
+    )?;
+    let got = std::fs::read_to_string(&config).map_err(|e| ImageError::io(&config, e))?;
+    let missing = missing_options(&frag_text, &got);
+    if !missing.is_empty() {
+        return Err(ImageError::ConfigDropped {
+            fragment: fragment.to_path_buf(),
+            options: missing.join(", "),
+        });
+    }
+    util::write_atomic(&id_file, id.as_bytes())
+}
+
+/// `make bzImage` with ccache and the reproducible-build variables; a progress bar follows make's
+/// output lines, sized from the previous full build of this tree.
+fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<(), ImageError> {
+    let src = work.join("src");
+    let build = work.join("build");
+    let log = work.join("build.log");
+    let lines_file = work.join("make-lines");
+    let expect: u64 = std::fs::read_to_string(&lines_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2600);
+    let timestamp = util::output(
+        Command::new("date")
+            .env("LC_ALL", "C")
+            .args(["-u", "-d", &format!("@{epoch}")]),
+        "date",
+    )?;
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let ccache_dir = std::env::var_os("CCACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ctx.cache.join("ccache"));
+    util::mkdirs(&ccache_dir)?;
+    let mut cmd = Command::new("make");
+    cmd.current_dir(&src)
+        .arg(format!("O={}", build.display()))
+        .arg("ARCH=x86_64")
+        .arg("CC=ccache gcc")
+        .arg("HOSTCC=ccache gcc")
+        // ccache (CCACHE_BASEDIR, for hits across work trees) hands gcc paths relative to the
+        // build directory, `../src/...`, which Kbuild's -fmacro-prefix-map=<abs srctree>/= does
+        // not strip: __FILE__ in WARN/BUG strings would differ from a build without ccache.
+        .arg("KCFLAGS=-fmacro-prefix-map=../src/=")
+        .arg(format!("-j{jobs}"))
+        .arg("bzImage")
+        .env("CCACHE_DIR", &ccache_dir)
+        .env("CCACHE_BASEDIR", &ctx.cache)
+        .env("CCACHE_MAXSIZE", "10G")
+        .env("LC_ALL", "C")
+        .env("TZ", "UTC")
+        .env("SOURCE_DATE_EPOCH", epoch.to_string())
+        .env("KBUILD_BUILD_TIMESTAMP", timestamp.trim())
+        .env("KBUILD_BUILD_USER", "vb")
+        .env("KBUILD_BUILD_HOST", "vb-images")
+        .env("KBUILD_BUILD_VERSION", format!("1-{}", &key[..12]));
+    let pb = ctx.bar(expect, "make");
+    pb.set_message(variant.to_string());
+    let mut n = 0u64;
+    let res = util::run_logged(&mut cmd, "make bzImage", &log, |line| {
+        n += 1;
+        if n >= expect {
+            pb.set_length(n + 1);
+        }
+        pb.inc(1);
+        if let Some(obj) = line.split_whitespace().nth(1) {
+            pb.set_message(obj.to_string());
+        }
+    });
+    pb.finish_and_clear();
+    res?;
+    if n > expect / 2 {
+        let _ = util::write_atomic(&lines_file, n.to_string().as_bytes());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_options_names_what_did_not_survive() {
+        let frag = "# comment\nCONFIG_SMP=y\nCONFIG_NR_CPUS=16\nCONFIG_FOO=y\n# CONFIG_BAR is not set\n# CONFIG_BAZ is not set\n";
+        let config = "CONFIG_SMP=y\nCONFIG_NR_CPUS=8\n# CONFIG_FOO is not set\nCONFIG_BAZ=y\n";
+        assert_eq!(
+            missing_options(frag, config),
+            vec![
+                "CONFIG_NR_CPUS=16 (got 8)",
+                "CONFIG_FOO=y (got n)",
+                "CONFIG_BAZ=n (got y)"
+            ]
+        );
+        assert!(missing_options(frag, &format!("{config}CONFIG_FOO=y\n"))
+            .iter()
+            .all(|m| !m.starts_with("CONFIG_FOO")));
+    }
+
+    #[test]
+    fn cache_key_changes_with_every_input() {
+        let base = vec!["source=a".to_string(), "fragment=f sha256=1".to_string()];
+        let mut other = base.clone();
+        other.push("patch=p sha256=2".into());
+        assert_ne!(key_of(&base), key_of(&other));
+        assert_eq!(key_of(&base), key_of(&base.clone()));
+    }
+
+    #[test]
+    fn a_git_tree_identity_follows_commits_and_uncommitted_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .arg("-C")
+                .arg(d.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
+        git(&["add", "Makefile"]);
+        git(&["commit", "-qm", "one"]);
+        let a = git_identity(d.path()).unwrap();
+        assert_eq!(a, git_identity(d.path()).unwrap());
+        std::fs::write(d.path().join("Makefile"), "all: x\n").unwrap();
+        let b = git_identity(d.path()).unwrap();
+        assert_ne!(a, b, "an uncommitted edit changes the identity");
+        std::fs::write(d.path().join("new.c"), "int x;\n").unwrap();
+        let c = git_identity(d.path()).unwrap();
+        assert_ne!(b, c, "an untracked file too");
+        std::fs::write(d.path().join("new.c"), "int y;\n").unwrap();
+        assert_ne!(c, git_identity(d.path()).unwrap(), "and its content");
+        let e = git_identity(&d.path().join("nope")).unwrap_err();
+        assert!(matches!(e, ImageError::Usage(_)));
+    }
+}

@@ -1,0 +1,79 @@
+//! `rerun.json`: the harness options of a run that results.json does not carry, so that
+//! `guest-tests rerun results.json` can repeat the run exactly.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::accel::AccelChoice;
+use crate::suite::Bios;
+
+/// File name inside a run directory, next to results.json.
+pub const RERUN_FILE: &str = "rerun.json";
+
+/// What `rerun` needs besides results.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunInfo {
+    pub kernel: String,
+    pub suite: String,
+    pub suites_dir: PathBuf,
+    pub variant: Option<String>,
+    pub repeat: u32,
+    pub seed: u64,
+    pub accel: AccelChoice,
+    pub bios: Bios,
+    pub timeout_secs: u64,
+    pub backend_bin: Option<PathBuf>,
+    pub qemu_bin: PathBuf,
+}
+
+impl RerunInfo {
+    pub fn write(&self, run_dir: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(run_dir.join(RERUN_FILE), text + "\n")
+    }
+
+    /// Reads the `rerun.json` next to `results` (a results.json path or its run directory).
+    pub fn read_beside(results: &Path) -> Result<RerunInfo, String> {
+        let dir = if results.is_dir() {
+            results
+        } else {
+            results.parent().unwrap_or(Path::new("."))
+        };
+        let p = dir.join(RERUN_FILE);
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_beside_results_json() {
+        let d = tempfile::tempdir().unwrap();
+        let r = RerunInfo {
+            kernel: "rt".into(),
+            suite: "smoke".into(),
+            suites_dir: "/s".into(),
+            variant: Some("msix-20us".into()),
+            repeat: 2,
+            seed: 7,
+            accel: AccelChoice::Auto,
+            bios: Bios::Seabios,
+            timeout_secs: 60,
+            backend_bin: None,
+            qemu_bin: "qemu-system-x86_64".into(),
+        };
+        r.write(d.path()).unwrap();
+        assert_eq!(
+            RerunInfo::read_beside(&d.path().join("results.json")).unwrap(),
+            r
+        );
+        assert_eq!(RerunInfo::read_beside(d.path()).unwrap(), r);
+        std::fs::write(d.path().join(RERUN_FILE), "{\"kernel\": 1}").unwrap();
+        assert!(RerunInfo::read_beside(d.path()).is_err());
+    }
+}

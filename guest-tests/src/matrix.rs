@@ -1,0 +1,439 @@
+//! Run orchestration: kernels x variants x repeats, interleaved (A B A B ...) so host drift is
+//! spread over all kernels; one subdirectory per run plus `index.json`; a failed run is recorded
+//! and the matrix goes on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::images::{self, ImageOptions, KernelImage};
+use crate::launch::accel::{self, AccelChoice};
+use crate::launch::qemu::{self, Accel};
+use crate::launch::rerun::RerunInfo;
+use crate::launch::{self, host, RunSpec};
+use crate::results::{self, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
+use crate::suite::{Bios, Suite};
+
+/// Errors that stop the whole matrix (before or between runs).
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// Bad input: reported as one line, exit code 2.
+    #[error("{0}")]
+    Input(String),
+    #[error("kernel '{kernel}': {msg}")]
+    Image { kernel: String, msg: String },
+    #[error("{path}: {msg}")]
+    Io { path: PathBuf, msg: String },
+}
+
+/// A validated `run` request.
+#[derive(Debug, Clone)]
+pub struct MatrixConfig {
+    pub kernels: Vec<String>,
+    pub suite: Suite,
+    pub variants: Vec<Option<String>>,
+    pub repeat: u32,
+    pub out: PathBuf,
+    pub accel: AccelChoice,
+    pub timeout: Duration,
+    pub bios: Bios,
+    pub backend_bin: Option<PathBuf>,
+    pub qemu_bin: PathBuf,
+    pub seed: u64,
+    /// Retries of a run that never reached the guest agent.
+    pub retries: u32,
+    pub progress: bool,
+    pub images: ImageOptions,
+}
+
+/// One planned run of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planned {
+    pub index: usize,
+    pub kernel: String,
+    pub variant: Option<String>,
+    pub repeat: u32,
+    pub seed: u64,
+    pub dir: String,
+}
+
+fn dir_word(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Orders runs repeat-major, then variant, then kernel: A B A B ... within every sweep point.
+/// All kernels of one repeat share its seed, so pairs are comparable.
+pub fn plan(
+    kernels: &[String],
+    variants: &[Option<String>],
+    repeat: u32,
+    seed: u64,
+) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for r in 0..repeat {
+        for v in variants {
+            for k in kernels {
+                let index = out.len();
+                let vpart = v
+                    .as_deref()
+                    .map(|v| format!("-{}", dir_word(v)))
+                    .unwrap_or_default();
+                out.push(Planned {
+                    index,
+                    kernel: k.clone(),
+                    variant: v.clone(),
+                    repeat: r,
+                    seed: seed + u64::from(r),
+                    dir: format!("{index:03}-{}{vpart}-r{r}", dir_word(k)),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One line of `index.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    #[serde(flatten)]
+    pub planned: Planned,
+    #[serde(flatten)]
+    pub status: RunStatus,
+    pub boot_to_fio_ready_s: Option<f64>,
+    pub total_s: f64,
+    /// Boots it took (earlier ones kept as `<dir>.attempt<k>`).
+    pub attempts: u32,
+}
+
+/// `index.json` of a matrix directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Index {
+    pub suite: String,
+    pub kernels: Vec<String>,
+    pub repeat: u32,
+    pub accel: Accel,
+    pub runs: Vec<IndexEntry>,
+}
+
+impl Index {
+    pub fn write(&self, dir: &Path) -> Result<(), MatrixError> {
+        let p = dir.join("index.json");
+        let text = serde_json::to_string_pretty(self).map_err(|e| MatrixError::Io {
+            path: p.clone(),
+            msg: e.to_string(),
+        })?;
+        std::fs::write(&p, text + "\n").map_err(|e| MatrixError::Io {
+            path: p,
+            msg: e.to_string(),
+        })
+    }
+}
+
+/// Builds or finds every kernel first: an unknown name fails before anything is created.
+pub fn ensure_kernels(
+    names: &[String],
+    opts: &ImageOptions,
+) -> Result<Vec<KernelImage>, MatrixError> {
+    names
+        .iter()
+        .map(|k| {
+            images::ensure(k, opts).map_err(|e| match e {
+                images::ImageError::UnknownVariant { .. } => MatrixError::Input(e.to_string()),
+                other => MatrixError::Image {
+                    kernel: k.clone(),
+                    msg: other.to_string(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// Resolves the accelerator once for the whole matrix.
+pub fn resolve_accel(
+    choice: AccelChoice,
+    qemu_bin: &Path,
+    kernel: &KernelImage,
+) -> Result<Accel, MatrixError> {
+    let version = qemu::version(qemu_bin).map_err(MatrixError::Input)?;
+    Ok(accel::resolve(
+        choice,
+        qemu_bin,
+        &version,
+        &host::host_release(),
+        &kernel.bzimage,
+        &host::cache_dir(),
+    ))
+}
+
+/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
+/// a failed run with what is known).
+pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
+    let sweep = spec.variant.as_deref().and_then(|v| {
+        let value = spec.suite.variant(v)?.value?;
+        Some(SweepPoint {
+            param: spec.suite.spec.sweep_param.clone()?,
+            value,
+        })
+    });
+    let info = RunInfo {
+        suite: spec.suite.name.clone(),
+        kernel: spec.kernel.variant.clone(),
+        repeat: rerun.repeat,
+        variant: spec.variant.clone(),
+        sweep,
+        run_dir: spec.run_dir.clone(),
+    };
+    let result = match launch::run(spec) {
+        Ok(o) => {
+            let mut r = RunResult::from_artifacts(info, o.provenance, &o.artifacts, o.timings);
+            r.set_status(o.status);
+            for (k, v) in [
+                ("harness.boot_to_fio_ready_s", o.boot_to_fio_ready_s),
+                ("harness.qemu_wall_s", o.qemu_wall_s),
+            ] {
+                if let Some(v) = v {
+                    r.metrics.insert(k.into(), v);
+                }
+            }
+            r
+        }
+        Err(e) => {
+            let prov = Provenance {
+                accelerator: spec.accel.as_str().into(),
+                started_at: results::now_rfc3339(),
+                seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
+                ..Default::default()
+            };
+            RunResult::failed(info, prov, e.to_string(), Timings::default())
+        }
+    };
+    let _ = std::fs::create_dir_all(&spec.run_dir);
+    if let Err(e) = result.write(&spec.run_dir) {
+        tracing::error!("{e}");
+    }
+    if let Err(e) = rerun.write(&spec.run_dir) {
+        tracing::error!("{}: {e}", spec.run_dir.display());
+    }
+    result
+}
+
+/// Runs the whole matrix; returns the index (also written to `out/index.json`).
+pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
+    let kernels = ensure_kernels(&cfg.kernels, &cfg.images)?;
+    let accel = resolve_accel(cfg.accel, &cfg.qemu_bin, &kernels[0])?;
+    std::fs::create_dir_all(&cfg.out).map_err(|e| MatrixError::Io {
+        path: cfg.out.clone(),
+        msg: e.to_string(),
+    })?;
+    let planned = plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
+    let mut index = Index {
+        suite: cfg.suite.name.clone(),
+        kernels: cfg.kernels.clone(),
+        repeat: cfg.repeat,
+        accel,
+        runs: vec![],
+    };
+    index.write(&cfg.out)?;
+    let bar = if cfg.progress {
+        indicatif::ProgressBar::new(planned.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let mut failed = 0;
+    for p in &planned {
+        bar.set_message(format!("{} (failed so far: {failed})", p.dir));
+        let kernel = kernels
+            .iter()
+            .zip(&cfg.kernels)
+            .find(|(_, n)| **n == p.kernel)
+            .map(|(k, _)| k.clone())
+            .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
+        let spec = RunSpec {
+            run_id: format!("{}-{}", cfg.suite.name, p.dir),
+            run_dir: cfg.out.join(&p.dir),
+            kernel,
+            suite: cfg.suite.clone(),
+            variant: p.variant.clone(),
+            seed: p.seed,
+            accel,
+            bios: cfg.bios,
+            timeout: cfg.timeout,
+            backend_bin: cfg.backend_bin.clone(),
+            qemu_bin: cfg.qemu_bin.clone(),
+        };
+        let mut rec = execute(&spec, rerun_info(cfg, p));
+        let mut attempts = 1;
+        while attempts <= cfg.retries && never_reached_agent(&rec) {
+            let keep = cfg.out.join(format!("{}.attempt{attempts}", p.dir));
+            bar.println(format!(
+                "run {} never reached the guest agent ({:?}); kept as {}, retrying",
+                p.dir,
+                rec.status,
+                keep.display()
+            ));
+            std::fs::rename(&spec.run_dir, &keep).map_err(|e| MatrixError::Io {
+                path: keep.clone(),
+                msg: e.to_string(),
+            })?;
+            rec = execute(&spec, rerun_info(cfg, p));
+            attempts += 1;
+        }
+        if !rec.status.is_ok() {
+            failed += 1;
+            bar.println(format!("run {} failed: {:?}", p.dir, rec.status));
+        }
+        index.runs.push(IndexEntry {
+            planned: p.clone(),
+            status: rec.status.clone(),
+            boot_to_fio_ready_s: rec.metric("harness.boot_to_fio_ready_s"),
+            total_s: rec.timings.total_wall_s.unwrap_or(0.0),
+            attempts,
+        });
+        index.write(&cfg.out)?;
+        bar.inc(1);
+    }
+    bar.finish_with_message(format!("done, {failed} failed"));
+    Ok(index)
+}
+
+/// A boot that failed before the agent sent anything (a guest crash in early boot, a backend
+/// that did not start): infrastructure, not the kernel's behaviour under test.
+pub fn never_reached_agent(r: &RunResult) -> bool {
+    !r.status.is_ok() && r.artifacts.is_empty()
+}
+
+fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
+    RerunInfo {
+        kernel: p.kernel.clone(),
+        suite: cfg.suite.name.clone(),
+        suites_dir: cfg.suite.dir.clone(),
+        variant: p.variant.clone(),
+        repeat: p.repeat,
+        seed: p.seed,
+        accel: cfg.accel,
+        bios: cfg.bios,
+        timeout_secs: cfg.timeout.as_secs(),
+        backend_bin: cfg.backend_bin.clone(),
+        qemu_bin: cfg.qemu_bin.clone(),
+    }
+}
+
+/// Repeats the run described by `results.json` (and the `rerun.json` beside it) into `out`.
+pub fn rerun(
+    results: &Path,
+    out: &Path,
+    images_opts: &ImageOptions,
+) -> Result<RunResult, MatrixError> {
+    let old = RunResult::read(results).map_err(|e| MatrixError::Input(e.to_string()))?;
+    let r = RerunInfo::read_beside(results).map_err(MatrixError::Input)?;
+    if old.info.kernel != r.kernel || old.info.suite != r.suite {
+        return Err(MatrixError::Input(format!(
+            "{}: results.json ({} / {}) and rerun.json ({} / {}) disagree",
+            results.display(),
+            old.info.suite,
+            old.info.kernel,
+            r.suite,
+            r.kernel
+        )));
+    }
+    let suite =
+        Suite::load(&r.suites_dir, &r.suite).map_err(|e| MatrixError::Input(e.to_string()))?;
+    if let Some(v) = &r.variant {
+        if suite.variant(v).is_none() {
+            return Err(MatrixError::Input(format!(
+                "suite '{}' no longer has variant '{v}'",
+                r.suite
+            )));
+        }
+    }
+    let kernel = ensure_kernels(std::slice::from_ref(&r.kernel), images_opts)?.remove(0);
+    let old_hash = &old.provenance.kernel.bzimage_sha256;
+    if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
+        tracing::warn!(old = %old_hash, new = %kernel.bzimage_sha256, "kernel image changed since the original run");
+    }
+    let accel = resolve_accel(r.accel, &r.qemu_bin, &kernel)?;
+    let spec = RunSpec {
+        run_id: format!("{}-{}-rerun", r.suite, r.kernel),
+        run_dir: out.to_path_buf(),
+        kernel,
+        suite,
+        variant: r.variant.clone(),
+        seed: r.seed,
+        accel,
+        bios: r.bios,
+        timeout: Duration::from_secs(r.timeout_secs),
+        backend_bin: r.backend_bin.clone(),
+        qemu_bin: r.qemu_bin.clone(),
+    };
+    Ok(execute(&spec, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_interleaves_kernels_within_each_repeat() {
+        let k = vec!["a".to_string(), "b+x".to_string()];
+        let p = plan(&k, &[None], 3, 10);
+        let order: Vec<&str> = p.iter().map(|x| x.kernel.as_str()).collect();
+        assert_eq!(order, ["a", "b+x", "a", "b+x", "a", "b+x"]);
+        assert_eq!(p[2].seed, 11);
+        assert_eq!(p[3].seed, 11);
+        assert_eq!(p[5].dir, "005-b+x-r2");
+        let dirs: std::collections::BTreeSet<_> = p.iter().map(|x| &x.dir).collect();
+        assert_eq!(dirs.len(), p.len());
+    }
+
+    #[test]
+    fn plan_covers_every_variant_for_every_kernel() {
+        let k = vec!["a".to_string(), "b".to_string()];
+        let v = vec![Some("l0".to_string()), Some("l20".to_string())];
+        let p = plan(&k, &v, 2, 0);
+        assert_eq!(p.len(), 8);
+        assert_eq!(p[1].dir, "001-b-l0-r0");
+        assert_eq!(p[2].variant.as_deref(), Some("l20"));
+        assert_eq!(p[2].kernel, "a");
+    }
+
+    #[test]
+    fn index_round_trips() {
+        let d = tempfile::tempdir().unwrap();
+        let idx = Index {
+            suite: "s".into(),
+            kernels: vec!["a".into()],
+            repeat: 1,
+            accel: Accel::Tcg,
+            runs: vec![IndexEntry {
+                planned: plan(&["a".into()], &[None], 1, 0).remove(0),
+                status: RunStatus::Failed {
+                    reason: "timeout after 1 s".into(),
+                },
+                boot_to_fio_ready_s: None,
+                total_s: 1.5,
+                attempts: 1,
+            }],
+        };
+        idx.write(d.path()).unwrap();
+        let back: Index =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("index.json")).unwrap())
+                .unwrap();
+        assert_eq!(back, idx);
+    }
+}

@@ -1,0 +1,33 @@
+//! Parsers for the artefacts the guest agent sends (docs/design/guest-protocol.md).
+//!
+//! Every parser takes untrusted guest text and returns either a typed summary or a
+//! [`MetricsError`]; none of them panics. Lines a parser does not understand are skipped
+//! (and counted where that matters), so one odd line never loses a whole artefact.
+
+mod fio;
+mod interrupts;
+mod irqsw;
+mod stacks;
+mod text;
+
+pub use fio::{parse_fio, FioDirection, FioSummary};
+pub use interrupts::{interrupt_deltas, is_request_vector, parse_interrupts, InterruptCounts};
+pub use irqsw::{parse_irqsw, IrqSwitches, IrqThread};
+pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
+pub use text::{
+    parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,
+    GuestStatus, Rescan, ScanTimes, StepRecord, Verify,
+};
+
+/// Why an artefact could not be parsed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MetricsError {
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    #[error("unexpected structure: {0}")]
+    Structure(String),
+    #[error("no usable lines")]
+    Empty,
+    #[error("line {line}: {message}")]
+    Line { line: usize, message: String },
+}

@@ -1,0 +1,339 @@
+//! The report's content as a list of blocks, rendered to Markdown here and to HTML in
+//! `html.rs`, so both files always say the same thing.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::ReportData;
+use crate::compare::{fmt_num, fmt_p, markdown_rows, table};
+use crate::results::RunStatus;
+
+/// A piece of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Block {
+    Heading(u8, String),
+    Para(String),
+    List(Vec<String>),
+    Table(Vec<String>, Vec<Vec<String>>),
+    /// Index into `ReportData::plots`.
+    Figure(usize),
+    Code(String),
+}
+
+fn short(hash: &str) -> String {
+    if hash.is_empty() {
+        "–".into()
+    } else {
+        hash.chars().take(12).collect()
+    }
+}
+
+fn status(s: &RunStatus) -> String {
+    match s {
+        RunStatus::Ok => "ok".into(),
+        RunStatus::Failed { reason } => format!("failed: {reason}"),
+        RunStatus::TimedOut { after_s } => format!("timed out after {after_s} s"),
+    }
+}
+
+fn load(l: Option<[f64; 3]>) -> String {
+    l.map_or("–".into(), |l| format!("{:.2}", l[0]))
+}
+
+/// The report as blocks.
+pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
+    use Block::*;
+    let c = &d.comparison;
+    let ok = d.runs.iter().filter(|r| r.status.is_ok()).count();
+    let mut b = vec![
+        Heading(1, d.title.clone()),
+        Para(format!(
+            "Built from {} results.json files ({} successful, {} excluded, {} unreadable). \
+             Baseline: **{}**. Every number below is read from those files; rebuild with \
+             `guest-tests report <dir>`.",
+            d.runs.len(),
+            ok,
+            c.excluded.len(),
+            d.unreadable.len(),
+            c.baseline()
+        )),
+        Heading(2, "Changes".into()),
+    ];
+    let flagged: Vec<String> = c
+        .rows
+        .iter()
+        .flat_map(|r| r.versus.iter().filter(|v| v.flag).map(move |v| (r, v)))
+        .map(|(r, v)| {
+            let med = |k: &str| r.summary(k).map_or("–".into(), |s| fmt_num(s.median));
+            let cell = r.cell_label(c.several_suites());
+            let variant = if cell.is_empty() {
+                cell
+            } else {
+                format!(" ({cell})")
+            };
+            format!(
+                "`{}`{variant}: {} {} → {} {} (ratio {}, Welch p {}, Mann-Whitney p {})",
+                r.metric,
+                c.baseline(),
+                med(c.baseline()),
+                v.kernel,
+                med(&v.kernel),
+                v.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+                fmt_p(v.welch_p),
+                fmt_p(v.mwu.map(|m| m.p)),
+            )
+        })
+        .collect();
+    if flagged.is_empty() {
+        b.push(Para(
+            "No metric changed by 5 % or more with non-overlapping ranges.".into(),
+        ));
+    } else {
+        b.push(Para(
+            "Flagged (median change >= 5 % and the two kernels' min-max ranges do not overlap):"
+                .into(),
+        ));
+        b.push(List(flagged));
+    }
+    for (ti, t) in d.lock_sites.iter().enumerate() {
+        let label = t.label(c.several_suites());
+        b.push(Heading(2, format!("Where the irq threads block: {label}")));
+        b.push(Para(format!(
+            "D switches of the request irq threads grouped by lock site (the first frame above \
+             the scheduler and sleeping-lock slowpath), {}, pooled over each kernel's runs. \
+             `blk_mq_run_hw_queue` is the `q->queue_lock` taken for idle hardware queues.",
+            t.unit()
+        )));
+        let mut header = vec!["lock site".to_string()];
+        header.extend(t.kernels.iter().map(|(k, _)| format!("{k}: rate (share)")));
+        header.push("reached via (share)".into());
+        let mut rows: Vec<Vec<String>> = t
+            .sites
+            .iter()
+            .map(|s| {
+                let mut row = vec![format!("`{s}`")];
+                row.extend(t.kernels.iter().map(|(_, ks)| {
+                    let share = ks
+                        .share(s)
+                        .map_or(String::new(), |x| format!(" ({:.0} %)", x * 100.0));
+                    format!("{}{share}", fmt_num(ks.rate(s, t.per_kio)))
+                }));
+                row.push(t.main_path(s).map_or(String::new(), |(c, x)| {
+                    format!("`{c}` ({:.0} %)", x * 100.0)
+                }));
+                row
+            })
+            .collect();
+        let mut total = vec!["**all sites**".to_string()];
+        total.extend(t.kernels.iter().map(|(_, ks)| {
+            let r = if t.per_kio && ks.ios > 0 {
+                ks.total() as f64 * 1000.0 / ks.ios as f64
+            } else {
+                ks.total() as f64 / ks.runs.max(1) as f64
+            };
+            format!("{} ({} switches, {} runs)", fmt_num(r), ks.total(), ks.runs)
+        }));
+        total.push(String::new());
+        rows.push(total);
+        b.push(Table(header, rows));
+        // Lock-site plots are made in the same order as the tables.
+        if let Some(i) = d
+            .plots
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.file.starts_with("locksites-"))
+            .nth(ti)
+            .map(|(i, _)| i)
+        {
+            b.push(Figure(i));
+        }
+    }
+    b.push(Heading(2, "All metrics".into()));
+    b.push(Para(
+        "Median and 95 % CI of the mean (Student's t) per kernel, with n and the coefficient of \
+         variation; ratio of medians against the baseline; Welch's t-test and Mann-Whitney U \
+         (two-sided; exact without ties, normal approximation with tie correction marked \
+         `approx`). Under TCG throughput follows host load: compare event counts."
+            .into(),
+    ));
+    let (h, rows) = table(c, &[]);
+    b.push(Table(h, rows));
+    b.push(Heading(2, "Plots".into()));
+    for (i, p) in d.plots.iter().enumerate() {
+        if !p.file.starts_with("locksites-") {
+            b.push(Figure(i));
+        }
+    }
+    b.extend(provenance(d));
+    b
+}
+
+fn provenance(d: &ReportData) -> Vec<Block> {
+    use Block::*;
+    let mut b = vec![Heading(2, "Runs and provenance".into())];
+    let header = [
+        "run",
+        "kernel",
+        "variant",
+        "#",
+        "status",
+        "release",
+        "bzImage",
+        "initramfs",
+        "backend",
+        "QEMU",
+        "accel",
+        "host load before/after",
+        "started",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = d
+        .runs
+        .iter()
+        .map(|r| {
+            let p = &r.provenance;
+            let backend = format!(
+                "{} {}{}{}",
+                p.backend.name,
+                p.backend.version,
+                p.backend
+                    .git_rev
+                    .as_deref()
+                    .map_or(String::new(), |g| format!(" {}", short(g))),
+                if p.backend.git_dirty == Some(true) {
+                    "+dirty"
+                } else {
+                    ""
+                }
+            );
+            let dir = &r.info.run_dir;
+            vec![
+                dir.strip_prefix(&d.root)
+                    .unwrap_or(dir)
+                    .display()
+                    .to_string(),
+                r.info.kernel.clone(),
+                r.info.variant.clone().unwrap_or_default(),
+                r.info.repeat.to_string(),
+                status(&r.status),
+                p.kernel.release.clone(),
+                short(&p.kernel.bzimage_sha256),
+                short(&p.initramfs_sha256),
+                backend.trim().to_string(),
+                p.qemu.version.clone(),
+                p.accelerator.clone(),
+                format!(
+                    "{} / {}",
+                    load(p.host.loadavg_before),
+                    load(p.host.loadavg_after)
+                ),
+                p.started_at.clone(),
+            ]
+        })
+        .collect();
+    b.push(Table(header, rows));
+    let hosts: BTreeSet<String> = d
+        .runs
+        .iter()
+        .map(|r| {
+            let h = &r.provenance.host;
+            format!("{} ({} cores), kernel {}", h.cpu_model, h.cores, h.kernel)
+        })
+        .collect();
+    let versions: BTreeSet<String> = d
+        .runs
+        .iter()
+        .map(|r| r.provenance.guest_tests_version.clone())
+        .collect();
+    let mut items: Vec<String> = hosts.into_iter().map(|h| format!("host: {h}")).collect();
+    items.extend(versions.into_iter().map(|v| format!("guest-tests {v}")));
+    let seeds: BTreeSet<String> = d
+        .runs
+        .iter()
+        .flat_map(|r| r.provenance.seeds.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect();
+    if !seeds.is_empty() {
+        items.push(format!(
+            "seeds: {}",
+            seeds.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    b.push(List(items));
+    let mut cmd = String::new();
+    let mut seen = BTreeSet::new();
+    for r in &d.runs {
+        let p = &r.provenance;
+        for (what, argv) in [("qemu", &p.qemu.argv), ("backend", &p.backend.argv)] {
+            if !argv.is_empty() && seen.insert((what, argv.join(" "))) {
+                let _ = writeln!(
+                    cmd,
+                    "# {what} ({}, run {})\n{}\n",
+                    r.info.kernel,
+                    r.info.run_dir.display(),
+                    argv.join(" ")
+                );
+            }
+        }
+        if !p.backend.config.is_empty() && seen.insert(("config", p.backend.config.clone())) {
+            let _ = writeln!(
+                cmd,
+                "# backend config (run {})\n{}\n",
+                r.info.run_dir.display(),
+                p.backend.config.trim_end()
+            );
+        }
+    }
+    if !cmd.is_empty() {
+        b.push(Para("Distinct command lines and configurations:".into()));
+        b.push(Code(cmd.trim_end().to_string()));
+    }
+    let mut issues = Vec::new();
+    for r in &d.runs {
+        let dir = r.info.run_dir.display();
+        issues.extend(r.warnings.iter().map(|w| format!("{dir}: {w}")));
+        issues.extend(
+            r.parse_errors
+                .iter()
+                .map(|e| format!("{dir}: artefact `{}`: {}", e.artifact, e.message)),
+        );
+    }
+    issues.extend(d.unreadable.iter().cloned());
+    if !issues.is_empty() {
+        b.push(Heading(2, "Data quality".into()));
+        b.push(List(issues));
+    }
+    b
+}
+
+/// report.md
+pub(super) fn render(d: &ReportData) -> String {
+    let mut out = String::new();
+    for b in blocks(d) {
+        match b {
+            Block::Heading(l, t) => {
+                let _ = writeln!(out, "{} {t}\n", "#".repeat(l as usize));
+            }
+            Block::Para(t) => {
+                let _ = writeln!(out, "{t}\n");
+            }
+            Block::List(items) => {
+                for i in items {
+                    let _ = writeln!(out, "- {i}");
+                }
+                out.push('\n');
+            }
+            Block::Table(h, rows) => {
+                let _ = writeln!(out, "{}", markdown_rows(&h, &rows));
+            }
+            Block::Figure(i) => {
+                let p = &d.plots[i];
+                let _ = writeln!(out, "![{}](plots/{})\n", p.caption, p.file);
+            }
+            Block::Code(t) => {
+                let _ = writeln!(out, "```\n{t}\n```\n");
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,201 @@
+//! Report: `report.md`, a self-contained `report.html` (inline SVG) and `plots/*.svg`, built
+//! from the results.json files under a directory and nothing else, so a report can always be
+//! rebuilt from results alone ([`build`]).
+
+mod html;
+mod locksites;
+mod markdown;
+mod plots;
+
+use std::path::{Path, PathBuf};
+
+use crate::compare::{compare, CompareError, Comparison};
+use crate::results::{ResultsError, RunResult};
+
+pub use locksites::{lock_site_tables, LockSiteTable};
+
+/// Metric-name suffixes plotted by default (besides every flagged metric).
+pub const HEADLINE_METRICS: &[&str] = &[
+    "irq_d_per_kio",
+    "d_queue_lock_per_kio",
+    "irq_switches_per_kio",
+    "irqs_per_io",
+    "iops",
+    "clat_p99_us",
+    "rescan.ms_median",
+    "scan.first_disk_s",
+    "scan.virtio_scsi_init_us",
+];
+
+/// What to put in the report.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Kernel order, first = baseline (default: the kernel of the earliest run).
+    pub kernels: Vec<String>,
+    /// Substrings selecting the metrics to plot (default: [`HEADLINE_METRICS`] + flagged).
+    pub plot_metrics: Vec<String>,
+    /// Title line.
+    pub title: Option<String>,
+}
+
+/// Errors building a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("no results.json under {0}")]
+    NoResults(PathBuf),
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    #[error(transparent)]
+    Compare(#[from] CompareError),
+    #[error("plot {name}: {message}")]
+    Plot { name: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A plot: file name under `plots/`, caption and SVG text.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    pub file: String,
+    pub caption: String,
+    pub svg: String,
+}
+
+/// Everything a report shows, computed from the runs.
+#[derive(Debug)]
+pub struct ReportData {
+    /// The directory the runs were read from (run paths are shown relative to it).
+    pub root: PathBuf,
+    pub title: String,
+    pub runs: Vec<RunResult>,
+    /// Results files that could not be read.
+    pub unreadable: Vec<String>,
+    pub comparison: Comparison,
+    pub lock_sites: Vec<LockSiteTable>,
+    pub plots: Vec<Plot>,
+}
+
+/// Paths written by [`build`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportFiles {
+    pub markdown: PathBuf,
+    pub html: PathBuf,
+    pub plots: Vec<PathBuf>,
+}
+
+/// Builds the report for every results.json under `dir`, into `dir`.
+pub fn build(dir: &Path) -> Result<ReportFiles, ReportError> {
+    build_with(dir, &ReportOptions::default())
+}
+
+/// [`build`] with options.
+pub fn build_with(dir: &Path, opts: &ReportOptions) -> Result<ReportFiles, ReportError> {
+    let data = collect(dir, opts)?;
+    write(dir, &data)
+}
+
+/// Reads the runs under `dir` and computes everything the report shows.
+pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportError> {
+    let mut runs = Vec::new();
+    let mut unreadable = Vec::new();
+    for r in RunResult::find_all(dir) {
+        match r {
+            Ok(r) => runs.push(r),
+            Err(e) => unreadable.push(e.to_string()),
+        }
+    }
+    if runs.is_empty() {
+        return Err(ReportError::NoResults(dir.to_path_buf()));
+    }
+    // Chronological: the first kernel to run is the default baseline.
+    runs.sort_by(|a, b| {
+        a.provenance
+            .started_at
+            .cmp(&b.provenance.started_at)
+            .then(a.info.repeat.cmp(&b.info.repeat))
+    });
+    let comparison = compare(&runs, &opts.kernels)?;
+    let lock_sites = lock_site_tables(&runs, &comparison.kernels);
+    let plots = plots::all(&comparison, &lock_sites, &opts.plot_metrics)?;
+    let title = opts.title.clone().unwrap_or_else(|| {
+        let suites: std::collections::BTreeSet<&str> =
+            runs.iter().map(|r| r.info.suite.as_str()).collect();
+        format!(
+            "{}: {}",
+            suites.into_iter().collect::<Vec<_>>().join(", "),
+            comparison.kernels.join(" vs ")
+        )
+    });
+    Ok(ReportData {
+        root: dir.to_path_buf(),
+        title,
+        runs,
+        unreadable,
+        comparison,
+        lock_sites,
+        plots,
+    })
+}
+
+fn write(dir: &Path, data: &ReportData) -> Result<ReportFiles, ReportError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Io { path, source }
+    };
+    let pdir = dir.join("plots");
+    std::fs::create_dir_all(&pdir).map_err(io(&pdir))?;
+    let mut plots = Vec::new();
+    for p in &data.plots {
+        let path = pdir.join(&p.file);
+        std::fs::write(&path, &p.svg).map_err(io(&path))?;
+        plots.push(path);
+    }
+    let md = dir.join("report.md");
+    std::fs::write(&md, markdown::render(data)).map_err(io(&md))?;
+    let html = dir.join("report.html");
+    std::fs::write(&html, html::render(data)).map_err(io(&html))?;
+    Ok(ReportFiles {
+        markdown: md,
+        html,
+        plots,
+    })
+}
+
+/// The comparison of the runs under `dir` as a Markdown table (what `compare` prints on
+/// stdout); `filter` keeps metrics whose name contains one of the substrings.
+pub fn summary_table(
+    dir: &Path,
+    kernels: &[String],
+    filter: &[String],
+) -> Result<String, ReportError> {
+    let opts = ReportOptions {
+        kernels: kernels.to_vec(),
+        ..Default::default()
+    };
+    let mut runs: Vec<RunResult> = RunResult::find_all(dir).into_iter().flatten().collect();
+    if runs.is_empty() {
+        return Err(ReportError::NoResults(dir.to_path_buf()));
+    }
+    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
+    let c = compare(&runs, &opts.kernels)?;
+    Ok(crate::compare::markdown_table(&c, filter))
+}
+
+/// A metric name made safe for a file name.
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

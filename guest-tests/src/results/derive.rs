@@ -1,0 +1,424 @@
+//! Artefacts -> [`RunResult`]: dispatch each artefact to its parser, attach it to its step,
+//! and flatten the numbers compare needs into `metrics`.
+
+use std::collections::BTreeMap;
+
+use crate::agent::Artifact;
+use crate::metrics::{self, GuestStatus, InterruptCounts};
+
+use super::{
+    ArtifactRecord, GuestInfo, ParseIssue, Provenance, RunInfo, RunResult, RunStatus, StepResult,
+    Timings, SCHEMA_VERSION,
+};
+
+#[derive(Default)]
+struct Builder {
+    steps: Vec<StepResult>,
+    before: BTreeMap<String, InterruptCounts>,
+    after: BTreeMap<String, InterruptCounts>,
+    guest: GuestInfo,
+    rescans: Vec<(u64, metrics::Rescan)>,
+    status: Option<GuestStatus>,
+    issues: Vec<ParseIssue>,
+    warnings: Vec<String>,
+}
+
+impl Builder {
+    fn step(&mut self, label: &str) -> &mut StepResult {
+        let i = match self.steps.iter().position(|s| s.label == label) {
+            Some(i) => i,
+            None => {
+                self.steps.push(StepResult {
+                    label: label.to_string(),
+                    ..Default::default()
+                });
+                self.steps.len() - 1
+            }
+        };
+        &mut self.steps[i]
+    }
+
+    fn issue(&mut self, artifact: &str, message: impl ToString) {
+        self.issues.push(ParseIssue {
+            artifact: artifact.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    fn take(&mut self, a: &Artifact) {
+        let name = a.name.as_str();
+        let text = a.text();
+        macro_rules! parse {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(e) => return self.issue(name, e),
+                }
+            };
+        }
+        if let Some(label) = name
+            .strip_prefix("fio.")
+            .and_then(|n| n.strip_suffix(".json"))
+        {
+            let v = parse!(metrics::parse_fio(&a.data));
+            for e in &v.job_errors {
+                self.warnings.push(format!("{name}: fio job error {e}"));
+            }
+            self.step(label).fio = Some(v);
+        } else if let Some(label) = name
+            .strip_prefix("fio.")
+            .and_then(|n| n.strip_suffix(".stderr"))
+        {
+            // fio's warnings; keep the first lines next to the run.
+            let first: String = text.lines().take(3).collect::<Vec<_>>().join(" / ");
+            self.warnings.push(format!(
+                "{name}: {}",
+                first.chars().take(300).collect::<String>()
+            ));
+            self.step(label);
+        } else if let Some(label) = name.strip_prefix("interrupts.before.") {
+            let v = parse!(metrics::parse_interrupts(&text));
+            self.before.insert(label.to_string(), v);
+            self.step(label);
+        } else if let Some(label) = name.strip_prefix("interrupts.after.") {
+            let v = parse!(metrics::parse_interrupts(&text));
+            self.after.insert(label.to_string(), v);
+            self.step(label);
+        } else if let Some(label) = name.strip_prefix("irqsw.") {
+            let v = parse!(metrics::parse_irqsw(&text));
+            if v.dropped.unwrap_or(0) > 0 {
+                self.warnings.push(format!(
+                    "{name}: ftrace dropped {} events; switch counts are low",
+                    v.dropped.unwrap_or(0)
+                ));
+            }
+            if v.cross_check_ok() == Some(false) {
+                self.warnings
+                    .push(format!("{name}: S + D != voluntary_ctxt_switches delta"));
+            }
+            for e in &v.errors {
+                self.warnings.push(format!("{name}: agent: {e}"));
+            }
+            if v.bad_lines > 0 {
+                self.warnings
+                    .push(format!("{name}: {} unparsed lines", v.bad_lines));
+            }
+            self.step(label).irq_switches = Some(v);
+        } else if let Some(label) = name.strip_prefix("dstacks.") {
+            let v = parse!(metrics::parse_dstacks(&text));
+            self.step(label).lock_sites = Some(v);
+        } else if let Some(label) = name.strip_prefix("funcs.") {
+            let (v, errors) = parse!(metrics::parse_funcs(&text));
+            for e in errors {
+                self.warnings.push(format!("{name}: {e}"));
+            }
+            self.step(label).funcs = Some(v);
+        } else if let Some(i) = name.strip_prefix("rescan.") {
+            let Ok(i) = i.parse::<u64>() else {
+                return self.issue(name, "rescan index is not a number");
+            };
+            let v = parse!(metrics::parse_rescan(&text));
+            self.rescans.push((i, v));
+        } else {
+            match name {
+                "meta" => self.guest.meta = parse!(metrics::parse_kv(&text)),
+                "disk" => self.guest.disk = parse!(metrics::parse_kv(&text)),
+                "scan" => self.guest.scan = Some(parse!(metrics::parse_scan(&text))),
+                "verify" => self.guest.verify = Some(parse!(metrics::parse_verify(&text))),
+                "status" => self.status = Some(parse!(metrics::parse_status(&text))),
+                "steps" => {
+                    for r in parse!(metrics::parse_steps(&text)) {
+                        let s = self.step(&r.step);
+                        s.rc = Some(r.rc);
+                        s.secs = r.secs;
+                    }
+                }
+                "dmesg" => {}
+                _ => self.warnings.push(format!("unknown artefact {name:?}")),
+            }
+        }
+    }
+}
+
+/// `1-randread.fio` -> `randread`.
+pub(super) fn step_name(label: &str) -> String {
+    let s = label.trim_start_matches(|c: char| c.is_ascii_digit());
+    let s = if s.len() < label.len() {
+        s.strip_prefix('-').unwrap_or(s)
+    } else {
+        s
+    };
+    let s = s.strip_prefix("fio:").unwrap_or(s);
+    let s = [".fio", ".ini", ".job"]
+        .iter()
+        .find_map(|e| s.strip_suffix(e))
+        .unwrap_or(s);
+    let s: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "step".into()
+    } else {
+        s
+    }
+}
+
+fn put(m: &mut BTreeMap<String, f64>, k: String, v: f64) {
+    if v.is_finite() {
+        m.insert(k, v);
+    }
+}
+
+fn pct_metric(key: &str) -> String {
+    // `p99.9` -> `clat_p99_9_us`
+    format!("clat_{}_us", key.replace('.', "_"))
+}
+
+fn fio_metrics(m: &mut BTreeMap<String, f64>, n: &str, f: &metrics::FioSummary) {
+    put(m, format!("{n}.iops"), f.iops());
+    put(m, format!("{n}.total_ios"), f.total_ios() as f64);
+    let bw =
+        f.read.as_ref().map_or(0.0, |d| d.bw_kib_s) + f.write.as_ref().map_or(0.0, |d| d.bw_kib_s);
+    put(m, format!("{n}.bw_kib_s"), bw);
+    let dirs: Vec<(String, &metrics::FioDirection)> = match f.single_direction() {
+        Some(d) => vec![(n.to_string(), d)],
+        None => [("read", &f.read), ("write", &f.write)]
+            .into_iter()
+            .filter_map(|(k, d)| d.as_ref().map(|d| (format!("{n}.{k}"), d)))
+            .collect(),
+    };
+    for (p, d) in dirs {
+        if p != n {
+            put(m, format!("{p}.iops"), d.iops);
+        }
+        put(m, format!("{p}.clat_mean_us"), d.clat_mean_us);
+        put(m, format!("{p}.lat_mean_us"), d.lat_mean_us);
+        for k in ["p50", "p90", "p99", "p99.9"] {
+            if let Some(v) = d.clat_percentiles_us.get(k) {
+                put(m, format!("{p}.{}", pct_metric(k)), *v);
+            }
+        }
+    }
+}
+
+fn step_metrics(m: &mut BTreeMap<String, f64>, s: &StepResult) {
+    let n = &s.name;
+    let ios = s.fio.as_ref().map_or(0, |f| f.total_ios());
+    let per_kio = |x: u64| (ios > 0).then(|| x as f64 * 1000.0 / ios as f64);
+    if let Some(f) = &s.fio {
+        fio_metrics(m, n, f);
+    }
+    if let Some(secs) = s.secs {
+        put(m, format!("{n}.secs"), secs);
+    }
+    if let Some(d) = &s.interrupts {
+        let req: u64 = d
+            .iter()
+            .filter(|(k, _)| metrics::is_request_vector(k))
+            .map(|(_, v)| *v)
+            .sum();
+        put(m, format!("{n}.req_irqs"), req as f64);
+        if ios > 0 {
+            put(m, format!("{n}.irqs_per_io"), req as f64 / ios as f64);
+        }
+    }
+    if let Some(sw) = &s.irq_switches {
+        let d = sw.in_state('D');
+        put(m, format!("{n}.irq_d_switches"), d as f64);
+        put(m, format!("{n}.irq_s_switches"), sw.in_state('S') as f64);
+        put(m, format!("{n}.irq_switches_total"), sw.total() as f64);
+        if let Some(x) = per_kio(d) {
+            put(m, format!("{n}.irq_d_per_kio"), x);
+        }
+        if let Some(x) = per_kio(sw.total()) {
+            put(m, format!("{n}.irq_switches_per_kio"), x);
+        }
+        if let Some(dr) = sw.dropped {
+            put(m, format!("{n}.irqsw_dropped"), dr as f64);
+        }
+    }
+    if let Some(ls) = &s.lock_sites {
+        let (t, q) = (ls.total(), ls.queue_lock());
+        put(m, format!("{n}.dstack_total"), t as f64);
+        put(m, format!("{n}.d_queue_lock"), q as f64);
+        if t > 0 {
+            put(m, format!("{n}.d_queue_lock_share"), q as f64 / t as f64);
+        }
+        if let Some(x) = per_kio(q) {
+            put(m, format!("{n}.d_queue_lock_per_kio"), x);
+        }
+    }
+    for (f, h) in s.funcs.iter().flatten() {
+        put(m, format!("{n}.func.{f}"), *h as f64);
+        if let Some(x) = per_kio(*h) {
+            put(m, format!("{n}.func.{f}_per_kio"), x);
+        }
+    }
+}
+
+/// Initcalls that become metrics (all are kept in `guest.scan`): the storage stack's.
+pub(super) fn scan_metric(initcall: &str) -> bool {
+    ["scsi", "virtio", "virtblk", "init_sd", "blk", "megaraid"]
+        .iter()
+        .any(|k| initcall.contains(k))
+}
+
+fn guest_metrics(m: &mut BTreeMap<String, f64>, g: &GuestInfo) {
+    if !g.rescans.is_empty() {
+        let mut ms: Vec<f64> = g.rescans.iter().map(|r| r.ms).collect();
+        ms.sort_by(f64::total_cmp);
+        put(m, "rescan.n".into(), ms.len() as f64);
+        put(
+            m,
+            "rescan.ms_median".into(),
+            crate::compare::median_sorted(&ms),
+        );
+        put(
+            m,
+            "rescan.ms_mean".into(),
+            ms.iter().sum::<f64>() / ms.len() as f64,
+        );
+        put(m, "rescan.ms_min".into(), ms[0]);
+        put(m, "rescan.ms_max".into(), ms[ms.len() - 1]);
+        if let Some(d) = g.rescans.last().and_then(|r| r.disks) {
+            put(m, "rescan.disks".into(), d as f64);
+        }
+    }
+    if let Some(s) = &g.scan {
+        for (f, us) in &s.initcalls_us {
+            if scan_metric(f) {
+                put(m, format!("scan.{f}_us"), *us as f64);
+            }
+        }
+        if !s.initcalls_us.is_empty() {
+            let total: u64 = s.initcalls_us.values().fold(0, |a, b| a.saturating_add(*b));
+            put(m, "scan.initcalls_total_us".into(), total as f64);
+        }
+        if let Some(v) = s.first_disk_s {
+            put(m, "scan.first_disk_s".into(), v);
+        }
+    }
+    if let Some(v) = &g.verify {
+        put(m, "verify.ok".into(), if v.ok { 1.0 } else { 0.0 });
+    }
+}
+
+pub(super) fn build(
+    info: RunInfo,
+    mut provenance: Provenance,
+    artifacts: &[Artifact],
+    mut timings: Timings,
+) -> RunResult {
+    let mut b = Builder::default();
+    let mut records = Vec::with_capacity(artifacts.len());
+    for a in artifacts {
+        records.push(ArtifactRecord {
+            name: a.name.clone(),
+            bytes: a.data.len(),
+            complete: a.complete,
+        });
+        if a.complete {
+            b.take(a);
+        } else {
+            b.issue(&a.name, "truncated: the stream ended inside this artefact");
+        }
+    }
+    // Interrupt deltas need both snapshots.
+    let labels: Vec<String> = b.before.keys().cloned().collect();
+    for l in labels {
+        if let (Some(bef), Some(aft)) = (b.before.get(&l), b.after.get(&l)) {
+            let d = metrics::interrupt_deltas(bef, aft);
+            b.step(&l).interrupts = Some(d);
+        }
+    }
+    // Agent order: by the step index that prefixes every label (stable for the rest).
+    b.steps.sort_by_key(|s| {
+        let digits: String = s.label.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u64>().unwrap_or(u64::MAX)
+    });
+    let mut used = std::collections::BTreeSet::new();
+    for s in &mut b.steps {
+        let mut name = step_name(&s.label);
+        if !used.insert(name.clone()) {
+            name = step_name(&s.label.replace('-', "_"));
+            name = format!("{name}_{}", used.len());
+            used.insert(name.clone());
+        }
+        s.name = name;
+    }
+    b.rescans.sort_by_key(|(i, _)| *i);
+    b.guest.rescans = b.rescans.drain(..).map(|(_, r)| r).collect();
+
+    let mut m = BTreeMap::new();
+    for s in &b.steps {
+        step_metrics(&mut m, s);
+    }
+    guest_metrics(&mut m, &b.guest);
+
+    if provenance.kernel.release.is_empty() {
+        if let Some(r) = b.guest.meta.get("uname_r") {
+            provenance.kernel.release = r.clone();
+        }
+    }
+    if timings.boot_to_init_s.is_none() {
+        timings.boot_to_init_s = b
+            .guest
+            .meta
+            .get("init_uptime_s")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite());
+    }
+    let status = match b.status.take() {
+        None => RunStatus::Failed {
+            reason: "the guest sent no status artefact".into(),
+        },
+        Some(GuestStatus::Fail(r)) => RunStatus::Failed { reason: r },
+        Some(GuestStatus::Ok) => {
+            if let Some(s) = b.steps.iter().find(|s| s.rc.is_some_and(|rc| rc != 0)) {
+                RunStatus::Failed {
+                    reason: format!("step {} exited {}", s.label, s.rc.unwrap_or(0)),
+                }
+            } else if b.guest.verify.as_ref().is_some_and(|v| !v.ok) {
+                RunStatus::Failed {
+                    reason: "verify failed".into(),
+                }
+            } else {
+                RunStatus::Ok
+            }
+        }
+    };
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        info,
+        provenance,
+        status,
+        timings,
+        steps: b.steps,
+        metrics: m,
+        guest: b.guest,
+        artifacts: records,
+        parse_errors: b.issues,
+        warnings: b.warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_names() {
+        assert_eq!(step_name("1-randread.fio"), "randread");
+        assert_eq!(step_name("12-fio:seq-write.fio"), "seq-write");
+        assert_eq!(step_name("rescan"), "rescan");
+        assert_eq!(step_name("3-a/b c"), "a_b_c");
+        assert_eq!(step_name("7-"), "step");
+    }
+}

@@ -1,0 +1,537 @@
+//! Suites as data: a suite is `suites/<name>.toml` plus the fio job files it names.
+//!
+//! The TOML describes the device the guest sees (personality, backend, queues), what the guest
+//! agent prepares and runs (docs/design/guest-protocol.md, `/job/job.env`), the hard timeout and
+//! an optional sweep of variants. Unknown fields are errors; [`Suite::load`] validates everything
+//! that can be checked before a boot.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Errors while finding, parsing or validating a suite.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("unknown suite '{name}' (known: {known})")]
+    Unknown { name: String, known: String },
+    #[error("cannot read suites in {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("suite {path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+    #[error("suite '{suite}': {msg}")]
+    Invalid { suite: String, msg: String },
+}
+
+/// The guest's disk personality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Device {
+    Blk,
+    Scsi,
+}
+
+impl Device {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Blk => "blk",
+            Device::Scsi => "scsi",
+        }
+    }
+}
+
+/// Which process serves the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// Our vhost-user backend (`vhost-blk`).
+    VhostBlk,
+    /// QEMU's own virtio-blk-pci / virtio-scsi-pci on a `null-co` node: the reference column.
+    QemuBuiltin,
+    /// `qemu-storage-daemon` exporting a vhost-user-blk device (blk only).
+    QemuStorageDaemon,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::VhostBlk => "vhost-blk",
+            BackendKind::QemuBuiltin => "qemu-builtin",
+            BackendKind::QemuStorageDaemon => "qemu-storage-daemon",
+        }
+    }
+}
+
+/// Firmware QEMU boots with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bios {
+    /// `/usr/share/qemu/qboot.rom`: no BIOS probe of the disk, faster boot.
+    #[default]
+    Qboot,
+    /// QEMU's default SeaBIOS.
+    Seabios,
+}
+
+/// What the guest agent prepares before the steps run (`VB_*` in job.env).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestSettings {
+    /// Device path, or `auto` (default).
+    pub disk: Option<String>,
+    pub scheduler: Option<String>,
+    pub queue_depth: Option<u32>,
+    pub nr_requests: Option<u32>,
+    pub expect_hctx: Option<u32>,
+    pub expect_disks: Option<u32>,
+    /// Checked on the host: request MSI-X vectors the guest counted in /proc/interrupts.
+    pub expect_request_vectors: Option<u32>,
+}
+
+/// What backs the built-in / qemu-storage-daemon disks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Storage {
+    /// `null-co`: writes dropped, reads zeroes (no data check possible).
+    #[default]
+    Null,
+    /// A sparse raw file per disk in the run directory (`disk<i>.img`), deleted after the run.
+    File,
+}
+
+/// Settings of the QEMU built-in device (`backend = "qemu-builtin"`) and qemu-storage-daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinSettings {
+    #[serde(default)]
+    pub storage: Storage,
+    /// Size of each null-co disk in MiB.
+    #[serde(default = "default_size_mib")]
+    pub size_mib: u64,
+    /// null-co `latency-ns` (per-request service delay).
+    #[serde(default)]
+    pub latency_ns: u64,
+    /// Number of disks (scsi-hd LUNs on target 0..n, or virtio-blk devices).
+    #[serde(default = "one")]
+    pub disks: u32,
+}
+
+impl Default for BuiltinSettings {
+    fn default() -> Self {
+        Self {
+            storage: Storage::Null,
+            size_mib: default_size_mib(),
+            latency_ns: 0,
+            disks: 1,
+        }
+    }
+}
+
+/// One point of a sweep: extra backend arguments (appended) and built-in latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    #[serde(default)]
+    pub backend_args: Vec<String>,
+    /// Overrides `builtin.latency_ns` for this variant.
+    pub builtin_latency_ns: Option<u64>,
+    /// Position on the suite's `sweep_param` axis (for plots).
+    pub value: Option<f64>,
+}
+
+/// A suite as written in TOML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    pub description: String,
+    pub device: Device,
+    pub backend: BackendKind,
+    /// Passed verbatim to the backend after `--socket-path`, `--device`, `--stats-file`;
+    /// `{seed}` is replaced by the run's seed.
+    #[serde(default)]
+    pub backend_args: Vec<String>,
+    #[serde(default = "eight")]
+    pub num_queues: u32,
+    #[serde(default = "eight")]
+    pub smp: u32,
+    #[serde(default = "default_memory_mib")]
+    pub memory_mib: u32,
+    #[serde(default)]
+    pub bios: Bios,
+    /// Extra kernel command-line words (e.g. `initcall_debug`).
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default)]
+    pub guest: GuestSettings,
+    pub steps: Vec<String>,
+    #[serde(default)]
+    pub trace_irq: bool,
+    #[serde(default)]
+    pub trace_stacks: bool,
+    #[serde(default)]
+    pub func_count: Vec<String>,
+    #[serde(default)]
+    pub builtin: BuiltinSettings,
+    /// Name and unit of the sweep axis, e.g. `msix_latency_us`.
+    pub sweep_param: Option<String>,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+}
+
+fn default_size_mib() -> u64 {
+    1024
+}
+fn one() -> u32 {
+    1
+}
+fn eight() -> u32 {
+    8
+}
+fn default_memory_mib() -> u32 {
+    1024
+}
+fn default_timeout() -> u64 {
+    180
+}
+
+/// A loaded, validated suite with the contents of its fio job files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suite {
+    pub name: String,
+    pub dir: PathBuf,
+    pub spec: SuiteSpec,
+    /// (file name, contents) of every `fio:<file>` step, in step order, deduplicated.
+    pub fio_files: Vec<(String, Vec<u8>)>,
+}
+
+/// The directory holding the suites: `$VB_SUITES`, else `guest-tests/suites` of this source tree.
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("VB_SUITES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("suites"))
+}
+
+/// Names of the suites in `dir` (the `*.toml` file stems), sorted.
+pub fn list(dir: &Path) -> Result<Vec<String>, SuiteError> {
+    let rd = std::fs::read_dir(dir).map_err(|source| SuiteError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn safe_word(s: &str, extra: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+}
+
+impl Suite {
+    /// Loads and validates suite `name` from `dir`.
+    pub fn load(dir: &Path, name: &str) -> Result<Suite, SuiteError> {
+        let known = list(dir)?;
+        if !safe_word(name, "-_.") || !known.iter().any(|k| k == name) {
+            return Err(SuiteError::Unknown {
+                name: name.into(),
+                known: known.join(", "),
+            });
+        }
+        let path = dir.join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::Parse {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        let spec: SuiteSpec = toml::from_str(&text).map_err(|e| SuiteError::Parse {
+            path: path.clone(),
+            msg: e.message().to_string(),
+        })?;
+        Self::from_spec(name, dir, spec)
+    }
+
+    /// Validates `spec` and reads the fio files it names from `dir`.
+    pub fn from_spec(name: &str, dir: &Path, spec: SuiteSpec) -> Result<Suite, SuiteError> {
+        let bad = |msg: String| SuiteError::Invalid {
+            suite: name.into(),
+            msg,
+        };
+        validate(&spec).map_err(bad)?;
+        let mut fio_files: Vec<(String, Vec<u8>)> = Vec::new();
+        for step in &spec.steps {
+            if let Some(file) = step.strip_prefix("fio:") {
+                if fio_files.iter().any(|(f, _)| f == file) {
+                    continue;
+                }
+                let data = std::fs::read(dir.join(file))
+                    .map_err(|e| bad(format!("fio file '{file}': {e}")))?;
+                fio_files.push((file.to_string(), data));
+            }
+        }
+        Ok(Suite {
+            name: name.into(),
+            dir: dir.to_path_buf(),
+            spec,
+            fio_files,
+        })
+    }
+
+    /// The variants to run: the declared sweep, or one unnamed default.
+    pub fn variants(&self) -> Vec<Option<&Variant>> {
+        if self.spec.variants.is_empty() {
+            vec![None]
+        } else {
+            self.spec.variants.iter().map(Some).collect()
+        }
+    }
+
+    /// Looks a variant up by name.
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.spec.variants.iter().find(|v| v.name == name)
+    }
+}
+
+fn validate(s: &SuiteSpec) -> Result<(), String> {
+    if !(1..=64).contains(&s.num_queues) {
+        return Err(format!("num_queues {} not in 1..=64", s.num_queues));
+    }
+    if !(1..=64).contains(&s.smp) {
+        return Err(format!("smp {} not in 1..=64", s.smp));
+    }
+    if s.memory_mib < 128 {
+        return Err(format!("memory_mib {} is below 128", s.memory_mib));
+    }
+    if s.timeout_secs == 0 {
+        return Err("timeout_secs must be positive".into());
+    }
+    if s.backend == BackendKind::QemuStorageDaemon && s.device != Device::Blk {
+        return Err("qemu-storage-daemon exports vhost-user-blk only: use device = \"blk\"".into());
+    }
+    if s.backend == BackendKind::QemuBuiltin && !s.backend_args.is_empty() {
+        return Err("backend_args need an external backend, not qemu-builtin".into());
+    }
+    if !(1..=64).contains(&s.builtin.disks) || s.builtin.size_mib == 0 {
+        return Err("builtin: disks must be in 1..=64 and size_mib positive".into());
+    }
+    if s.builtin.storage == Storage::Null
+        && s.steps.iter().any(|st| st == "verify")
+        && s.backend != BackendKind::VhostBlk
+    {
+        return Err("step 'verify' needs data kept: set [builtin] storage = \"file\"".into());
+    }
+    if s.steps.is_empty() {
+        return Err("no steps".into());
+    }
+    for step in &s.steps {
+        validate_step(step)?;
+    }
+    for w in &s.cmdline {
+        if w.is_empty() || w.chars().any(|c| c.is_whitespace() || c == '"') {
+            return Err(format!(
+                "cmdline word {w:?} must be one word without quotes"
+            ));
+        }
+    }
+    for f in &s.func_count {
+        if !safe_word(f, "_.") {
+            return Err(format!("func_count entry {f:?} is not a function name"));
+        }
+    }
+    let g = &s.guest;
+    if let Some(d) = &g.disk {
+        if d != "auto" && !(d.starts_with("/dev/") && safe_word(&d[5..], "/-_")) {
+            return Err(format!("guest.disk {d:?} must be 'auto' or a /dev path"));
+        }
+    }
+    if let Some(sch) = &g.scheduler {
+        if !safe_word(sch, "-_") {
+            return Err(format!("guest.scheduler {sch:?} is not a scheduler name"));
+        }
+    }
+    if g.queue_depth == Some(0) || g.nr_requests == Some(0) {
+        return Err("guest.queue_depth and guest.nr_requests must be positive".into());
+    }
+    if g.queue_depth.is_some() && s.device != Device::Scsi {
+        return Err("guest.queue_depth is a SCSI LUN setting: needs device = \"scsi\"".into());
+    }
+    if s.sweep_param.is_some() != s.variants.iter().any(|v| v.value.is_some())
+        || (s.sweep_param.is_some() && s.variants.iter().any(|v| v.value.is_none()))
+    {
+        return Err("sweep_param and every variant's value go together".into());
+    }
+    let mut names = BTreeSet::new();
+    for v in &s.variants {
+        if !safe_word(&v.name, "-_.") {
+            return Err(format!("variant name {:?} must be [A-Za-z0-9._-]+", v.name));
+        }
+        if !names.insert(&v.name) {
+            return Err(format!("variant '{}' appears twice", v.name));
+        }
+        if s.backend == BackendKind::QemuBuiltin && !v.backend_args.is_empty() {
+            return Err(format!(
+                "variant '{}': backend_args need an external backend",
+                v.name
+            ));
+        }
+        if s.backend != BackendKind::QemuBuiltin && v.builtin_latency_ns.is_some() {
+            return Err(format!(
+                "variant '{}': builtin_latency_ns needs backend = \"qemu-builtin\"",
+                v.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_step(step: &str) -> Result<(), String> {
+    let (kind, arg) = step.split_once(':').unwrap_or((step, ""));
+    let ok = match kind {
+        "verify" => arg.is_empty(),
+        "fio" => safe_word(arg, "-_.") && !arg.starts_with('.'),
+        "rescan" => arg.parse::<u32>().is_ok_and(|n| (1..=1000).contains(&n)),
+        "sleep" => arg.parse::<u32>().is_ok_and(|n| n <= 3600),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "bad step {step:?} (known: verify, fio:<file>, rescan:<1..1000>, sleep:<secs>)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> Result<SuiteSpec, toml::de::Error> {
+        let steps = if extra.contains("steps") {
+            ""
+        } else {
+            "steps = [\"verify\"]"
+        };
+        toml::from_str(&format!(
+            "{steps}\ndescription = \"t\"\ndevice = \"scsi\"\nbackend = \"vhost-blk\"\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        let s = spec("").unwrap();
+        assert_eq!(s.num_queues, 8);
+        assert_eq!(s.smp, 8);
+        assert_eq!(s.bios, Bios::Qboot);
+        assert_eq!(s.timeout_secs, 180);
+        assert!(validate(&s).is_ok());
+    }
+
+    #[test]
+    fn unknown_field_is_an_error() {
+        let e = spec("num_queus = 4").unwrap_err();
+        assert!(e.to_string().contains("num_queus"), "{e}");
+        let e = spec("[guest]\nschedular = \"none\"").unwrap_err();
+        assert!(e.to_string().contains("schedular"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        for (extra, needle) in [
+            ("num_queues = 0", "num_queues"),
+            ("timeout_secs = 0", "timeout"),
+            ("steps = [\"fio:../etc/passwd\"]", "bad step"),
+            ("steps = [\"rescan:0\"]", "bad step"),
+            ("steps = [\"dance\"]", "bad step"),
+            ("steps = []", "no steps"),
+            ("cmdline = [\"a b\"]", "cmdline"),
+            ("func_count = [\"x;rm\"]", "func_count"),
+            ("[guest]\nscheduler = \"none; reboot\"", "scheduler"),
+            ("[guest]\nqueue_depth = 0", "queue_depth"),
+            ("[guest]\ndisk = \"sda\"", "guest.disk"),
+            (
+                "[[variants]]\nname = \"a\"\n[[variants]]\nname = \"a\"",
+                "twice",
+            ),
+            (
+                "[[variants]]\nname = \"a\"\nbuiltin_latency_ns = 5",
+                "qemu-builtin",
+            ),
+            (
+                "sweep_param = \"x_us\"\n[[variants]]\nname = \"a\"\nvalue = 1.0\n[[variants]]\nname = \"b\"",
+                "go together",
+            ),
+        ] {
+            let s = spec(extra).unwrap();
+            let e = validate(&s).unwrap_err();
+            assert!(e.contains(needle), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn verify_on_null_storage_is_refused() {
+        let s: SuiteSpec = toml::from_str(
+            "description = \"t\"\ndevice = \"blk\"\nbackend = \"qemu-builtin\"\nsteps = [\"verify\"]",
+        )
+        .unwrap();
+        assert!(validate(&s).unwrap_err().contains("storage"));
+    }
+
+    #[test]
+    fn storage_daemon_needs_blk() {
+        let s: SuiteSpec = toml::from_str(
+            "description = \"t\"\ndevice = \"scsi\"\nbackend = \"qemu-storage-daemon\"\nsteps = [\"verify\"]",
+        )
+        .unwrap();
+        assert!(validate(&s).unwrap_err().contains("vhost-user-blk"));
+    }
+
+    #[test]
+    fn unknown_suite_lists_known_ones() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("alpha.toml"), "").unwrap();
+        std::fs::write(d.path().join("beta.toml"), "").unwrap();
+        let e = Suite::load(d.path(), "gamma").unwrap_err();
+        assert_eq!(e.to_string(), "unknown suite 'gamma' (known: alpha, beta)");
+        let e = Suite::load(d.path(), "../alpha").unwrap_err();
+        assert!(matches!(e, SuiteError::Unknown { .. }));
+    }
+
+    #[test]
+    fn missing_fio_file_is_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let s = spec("steps = [\"fio:nope.fio\"]").unwrap();
+        let e = Suite::from_spec("x", d.path(), s).unwrap_err();
+        assert!(e.to_string().contains("nope.fio"), "{e}");
+    }
+
+    #[test]
+    fn shipped_suites_all_load() {
+        let dir = default_dir();
+        let names = list(&dir).unwrap();
+        for want in ["smoke", "seed000-rt-lock", "seed003-scan", "latency-sweep"] {
+            assert!(names.iter().any(|n| n == want), "missing suite {want}");
+        }
+        for n in &names {
+            let s = Suite::load(&dir, n).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!s.spec.description.is_empty());
+        }
+        let sweep = Suite::load(&dir, "latency-sweep").unwrap();
+        assert_eq!(sweep.variants().len(), 4);
+        let seed0 = Suite::load(&dir, "seed000-rt-lock").unwrap();
+        assert_eq!(seed0.spec.device, Device::Scsi);
+        assert_eq!(seed0.spec.guest.queue_depth, Some(4));
+        assert_eq!(seed0.spec.guest.scheduler.as_deref(), Some("none"));
+        assert_eq!(seed0.spec.num_queues, 8);
+    }
+}
