@@ -246,6 +246,9 @@ fn compare_cmd(dirs: &[PathBuf], kernels: Option<&str>, metrics: &[String]) -> E
         return fail("no results.json under the given directories", 2);
     }
     runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
+    // The same run reached through two of the given paths counts once.
+    let mut seen = std::collections::BTreeSet::new();
+    runs.retain(|r| seen.insert(r.info.run_dir.clone()));
     match compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => {
             print!("{}", compare::markdown_table(&c, metrics));
