@@ -97,7 +97,21 @@ fn sha256_file(path: &Path) -> Result<String, LaunchError> {
     results::sha256_file(path).map_err(io(path))
 }
 
-/// A short private directory for the vhost-user socket (sun_path is limited to 108 bytes).
+/// Longest socket path used inside the run directory (sun_path holds 108 bytes).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// The vhost-user socket: `RUN/vhost.sock` when short enough (so `backend.argv` and `qemu.argv`
+/// can be rerun as written), else a private directory under $TMPDIR (returned for removal).
+fn socket_path(run_id: &str, dir: &Path) -> Result<(PathBuf, Option<PathBuf>), LaunchError> {
+    let inside = dir.join("vhost.sock");
+    if inside.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok((inside, None));
+    }
+    let d = socket_dir(run_id)?;
+    Ok((d.join("vu.sock"), Some(d)))
+}
+
+/// A short private directory for the vhost-user socket.
 fn socket_dir(run_id: &str) -> Result<PathBuf, LaunchError> {
     let tag: String = run_id
         .chars()
@@ -151,10 +165,13 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
 
     let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
     let disks = create_disk_images(suite, dir)?;
-    let sock_dir = socket_dir(&spec.run_id)?;
-    let socket = sock_dir.join("vu.sock");
+    let (socket, sock_dir) = socket_path(&spec.run_id, dir)?;
+    let _ = std::fs::remove_file(&socket);
     let result = run_with_socket(spec, variant, &socket, &initrd, &qemu_version);
-    let _ = std::fs::remove_dir_all(&sock_dir);
+    let _ = std::fs::remove_file(&socket);
+    if let Some(d) = sock_dir {
+        let _ = std::fs::remove_dir_all(&d);
+    }
     for d in &disks {
         let _ = std::fs::remove_file(d);
     }
@@ -546,6 +563,19 @@ mod tests {
         assert!(built_in_tree(&root.join("guest-tests/Cargo.toml"), &root));
         assert!(!built_in_tree(Path::new("/bin/sh"), &root));
         assert!(!built_in_tree(&root.join("no/such/file"), &root));
+    }
+
+    #[test]
+    fn socket_goes_into_the_run_dir_unless_the_path_is_too_long() {
+        let (s, tmp) = socket_path("r", Path::new("/tmp/x/000-rt-r0")).unwrap();
+        assert_eq!(s, Path::new("/tmp/x/000-rt-r0/vhost.sock"));
+        assert!(tmp.is_none());
+        let long = format!("/tmp/{}", "d".repeat(120));
+        let (s, tmp) = socket_path("run-1", Path::new(&long)).unwrap();
+        let tmp = tmp.unwrap();
+        assert!(s.starts_with(&tmp));
+        assert!(s.as_os_str().len() <= MAX_SOCKET_PATH);
+        std::fs::remove_dir_all(tmp).unwrap();
     }
 
     #[test]
