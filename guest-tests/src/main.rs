@@ -398,7 +398,14 @@ fn main() -> ExitCode {
             };
             for n in names {
                 match Suite::load(&dir, &n) {
-                    Ok(s) => println!("{n:24} {}", s.spec.description),
+                    Ok(s) => {
+                        println!("{n:24} {}", s.spec.description);
+                        let v: Vec<&str> =
+                            s.spec.variants.iter().map(|v| v.name.as_str()).collect();
+                        if !v.is_empty() {
+                            println!("{:24} variants: {}", "", v.join(", "));
+                        }
+                    }
                     Err(e) => println!("{n:24} INVALID: {e}"),
                 }
             }
