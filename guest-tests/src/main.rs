@@ -97,6 +97,9 @@ struct RunArgs {
     retries: u32,
     #[arg(long)]
     no_progress: bool,
+    /// Print the planned runs (order, directories, seeds) and exit: nothing is built or created.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Civil UTC date-time for directory names (no time-zone crate needed).
@@ -310,10 +313,23 @@ fn main() -> ExitCode {
     };
     match cli.cmd {
         Cmd::Run(a) => {
+            let dry_run = a.dry_run;
             let cfg = match MatrixConfig::try_from(a) {
                 Ok(c) => c,
                 Err(e) => return fail(e, 2),
             };
+            if dry_run {
+                for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed) {
+                    println!(
+                        "{}  kernel={} variant={} seed={}",
+                        cfg.out.join(&p.dir).display(),
+                        p.kernel,
+                        p.variant.as_deref().unwrap_or("-"),
+                        p.seed
+                    );
+                }
+                return ExitCode::SUCCESS;
+            }
             match matrix::run(&cfg) {
                 Ok(idx) => {
                     report_after_run(&cfg);
