@@ -97,6 +97,9 @@ struct RunArgs {
     retries: u32,
     #[arg(long)]
     no_progress: bool,
+    /// Print the planned runs (order, directories, seeds) and exit: nothing is built or created.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Civil UTC date-time for directory names (no time-zone crate needed).
@@ -246,6 +249,9 @@ fn compare_cmd(dirs: &[PathBuf], kernels: Option<&str>, metrics: &[String]) -> E
         return fail("no results.json under the given directories", 2);
     }
     runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
+    // The same run reached through two of the given paths counts once.
+    let mut seen = std::collections::BTreeSet::new();
+    runs.retain(|r| seen.insert(r.info.run_dir.clone()));
     match compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => {
             print!("{}", compare::markdown_table(&c, metrics));
@@ -307,10 +313,23 @@ fn main() -> ExitCode {
     };
     match cli.cmd {
         Cmd::Run(a) => {
+            let dry_run = a.dry_run;
             let cfg = match MatrixConfig::try_from(a) {
                 Ok(c) => c,
                 Err(e) => return fail(e, 2),
             };
+            if dry_run {
+                for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed) {
+                    println!(
+                        "{}  kernel={} variant={} seed={}",
+                        cfg.out.join(&p.dir).display(),
+                        p.kernel,
+                        p.variant.as_deref().unwrap_or("-"),
+                        p.seed
+                    );
+                }
+                return ExitCode::SUCCESS;
+            }
             match matrix::run(&cfg) {
                 Ok(idx) => {
                     report_after_run(&cfg);
@@ -395,7 +414,14 @@ fn main() -> ExitCode {
             };
             for n in names {
                 match Suite::load(&dir, &n) {
-                    Ok(s) => println!("{n:24} {}", s.spec.description),
+                    Ok(s) => {
+                        println!("{n:24} {}", s.spec.description);
+                        let v: Vec<&str> =
+                            s.spec.variants.iter().map(|v| v.name.as_str()).collect();
+                        if !v.is_empty() {
+                            println!("{:24} variants: {}", "", v.join(", "));
+                        }
+                    }
                     Err(e) => println!("{n:24} INVALID: {e}"),
                 }
             }
