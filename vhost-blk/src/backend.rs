@@ -11,6 +11,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use smallvec::SmallVec;
+
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
 use virtio_queue::{DescriptorChain, QueueT};
@@ -22,7 +24,7 @@ use vmm_sys_util::event::{
 
 use crate::chain::GuestMemoryMmapT;
 use crate::completion::CompletionModel;
-use crate::queue::{QueueState, SharedStats};
+use crate::queue::{QueueState, SharedStats, BATCH};
 pub use crate::stats::RequestKind;
 
 /// Guest memory shared with the vhost-user handler.
@@ -144,41 +146,50 @@ impl<P: Personality> DeviceBackend<P> {
     }
 
     /// Drains vring `q`: pops every available chain, has the personality handle it, and hands
-    /// the completions to the queue's completion path.
+    /// the completions to the queue's completion path. Chains are popped [`BATCH`] at a time
+    /// under one lock of the vring; each batch is published before the next is popped.
     fn process_queue(&self, q: usize, vring: &Vring) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
         let mut state = self.queue(q);
         state.attach(vring);
+        let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
         loop {
             if event_idx {
                 // Fails only if the ring addresses are bad; then nothing can be done anyway.
                 let _ = vring.disable_notification();
             }
             loop {
-                let chain = vring
-                    .get_mut()
-                    .get_queue_mut()
-                    .pop_descriptor_chain(mem.clone());
-                let Some(chain) = chain else { break };
-                let head = chain.head_index();
-                if let Outcome::Complete {
-                    used_len,
-                    kind,
-                    bytes,
-                    extra_delay_ns,
-                } = self.personality.process(q, chain)
                 {
-                    if self.personality.completes_after_requests(q) {
-                        self.flush_request_queues(q, event_idx);
+                    let mut ring = vring.get_mut();
+                    let queue = ring.get_queue_mut();
+                    while chains.len() < BATCH {
+                        match queue.pop_descriptor_chain(mem.clone()) {
+                            Some(chain) => chains.push(chain),
+                            None => break,
+                        }
                     }
-                    state.submit(head, used_len, kind, bytes, extra_delay_ns);
                 }
-                if state.should_flush_batch() {
-                    state.publish(event_idx);
+                if chains.is_empty() {
+                    break;
                 }
+                for chain in chains.drain(..) {
+                    let head = chain.head_index();
+                    if let Outcome::Complete {
+                        used_len,
+                        kind,
+                        bytes,
+                        extra_delay_ns,
+                    } = self.personality.process(q, chain)
+                    {
+                        if self.personality.completes_after_requests(q) {
+                            self.flush_request_queues(q, event_idx);
+                        }
+                        state.submit(head, used_len, kind, bytes, extra_delay_ns);
+                    }
+                }
+                state.publish(event_idx);
             }
-            state.publish(event_idx);
             if !event_idx {
                 break;
             }
