@@ -159,6 +159,7 @@ impl<P: Personality> DeviceBackend<P> {
                 // Fails only if the ring addresses are bad; then nothing can be done anyway.
                 let _ = vring.disable_notification();
             }
+            let mut processed = false;
             loop {
                 {
                     let mut ring = vring.get_mut();
@@ -173,6 +174,7 @@ impl<P: Personality> DeviceBackend<P> {
                 if chains.is_empty() {
                     break;
                 }
+                processed = true;
                 for chain in chains.drain(..) {
                     let head = chain.head_index();
                     if let Outcome::Complete {
@@ -190,6 +192,14 @@ impl<P: Personality> DeviceBackend<P> {
                 }
                 state.publish(event_idx);
             }
+            // Before sleeping (re-enabling notifications, returning to epoll), yield the CPU
+            // once: on a busy host the driver's thread is often runnable, half-way through
+            // queueing the requests whose first kick woke us. Finding them now saves a sleep, a
+            // wake-up and a kick read per handful of requests. Only when nothing is held for a
+            // timer, so that the completion model's deadlines are never delayed by it.
+            if processed && state.is_idle() && yield_then_look(vring, &mem) {
+                continue;
+            }
             if !event_idx {
                 break;
             }
@@ -199,6 +209,21 @@ impl<P: Personality> DeviceBackend<P> {
             }
         }
     }
+}
+
+/// Whether the driver has made a chain available that the device has not popped yet.
+fn avail_pending(vring: &Vring, mem: &GuestMemoryMmapT) -> bool {
+    let ring = vring.get_ref();
+    let queue = ring.get_queue();
+    matches!(queue.avail_idx(mem, Ordering::Acquire), Ok(idx) if idx.0 != queue.next_avail())
+}
+
+/// Gives the CPU to whoever else is runnable (typically the driver's thread, still queueing the
+/// requests whose first kick woke this worker), then looks at the ring once more.
+fn yield_then_look(vring: &Vring, mem: &GuestMemoryMmapT) -> bool {
+    // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
+    unsafe { libc::sched_yield() };
+    avail_pending(vring, mem)
 }
 
 impl<P: Personality> VhostUserBackend for DeviceBackend<P> {

@@ -130,6 +130,11 @@ impl QueueState {
         });
     }
 
+    /// Nothing is held for later publication (no timer armed, nothing pending).
+    pub fn is_idle(&self) -> bool {
+        self.armed.is_none() && self.engine.pending() == 0 && self.finished.is_empty()
+    }
+
     /// Lets the engine publish what is due and signal if the interrupt is due.
     pub fn publish(&mut self, event_idx: bool) {
         let now = now_ns();
