@@ -16,7 +16,7 @@ use smallvec::SmallVec;
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
 use virtio_queue::{DescriptorChain, QueueT};
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard};
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
@@ -31,8 +31,9 @@ pub use crate::stats::RequestKind;
 pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;
 /// One vring.
 pub type Vring = VringRwLock<GuestMem>;
-/// A descriptor chain popped from a vring.
-pub type Chain = DescriptorChain<GuestMemoryLoadGuard<GuestMemoryMmapT>>;
+/// A descriptor chain popped from a vring. It borrows the guest memory the worker loaded for
+/// the drain (no reference count is taken per request).
+pub type Chain<'m> = DescriptorChain<&'m GuestMemoryMmapT>;
 
 /// What became of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +75,7 @@ pub trait Personality: Send + Sync + 'static {
     /// Device reset: forget negotiated state and held buffers.
     fn reset(&self) {}
     /// Handles one chain from vring `queue`. Must not panic on any guest input.
-    fn process(&self, queue: usize, chain: Chain) -> Outcome;
+    fn process(&self, queue: usize, chain: Chain<'_>) -> Outcome;
     /// Whether a completion on `queue` must not reach the guest before the completions the
     /// request queues' completion models still hold (virtio-scsi: a task management function
     /// is answered only after the commands it covers have completed).
@@ -165,7 +166,7 @@ impl<P: Personality> DeviceBackend<P> {
                     let mut ring = vring.get_mut();
                     let queue = ring.get_queue_mut();
                     while chains.len() < BATCH {
-                        match queue.pop_descriptor_chain(mem.clone()) {
+                        match queue.pop_descriptor_chain(&*mem) {
                             Some(chain) => chains.push(chain),
                             None => break,
                         }
