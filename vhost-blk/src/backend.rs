@@ -197,9 +197,17 @@ impl<P: Personality> DeviceBackend<P> {
             // once: on a busy host the driver's thread is often runnable, half-way through
             // queueing the requests whose first kick woke us. Finding them now saves a sleep, a
             // wake-up and a kick read per handful of requests. Only when nothing is held for a
-            // timer, so that the completion model's deadlines are never delayed by it.
-            if processed && state.is_idle() && yield_then_look(vring, &mem) {
-                continue;
+            // timer, so that the completion model's deadlines are never delayed by it. The
+            // queue's lock is let go meanwhile: the control thread (ring stop, a virtio-scsi
+            // task management function) must not wait for a time slice of some other thread.
+            if processed && state.is_idle() {
+                drop(state);
+                let more = yield_then_look(vring, &mem);
+                state = self.queue(q);
+                state.attach(vring);
+                if more {
+                    continue;
+                }
             }
             if !event_idx {
                 break;
