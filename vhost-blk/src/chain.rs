@@ -10,6 +10,7 @@
 
 use std::io::{IoSlice, IoSliceMut};
 
+use smallvec::SmallVec;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 /// Guest memory as the backend maps it (no dirty-page bitmap).
@@ -42,11 +43,23 @@ struct Piece {
     gpa: u64,
 }
 
+/// Pieces kept inline per direction before spilling to the heap: a typical request has one or
+/// two of each (header; data and status), so the hot path never allocates.
+const INLINE_PIECES: usize = 4;
+
+/// The pieces of one direction of a chain.
+type Pieces = SmallVec<[Piece; INLINE_PIECES]>;
+
+/// Host slices for vectored storage I/O, inline for the common short chains.
+pub type IoSlices<'m> = SmallVec<[IoSlice<'m>; INLINE_PIECES]>;
+/// Mutable host slices for vectored storage I/O, inline for the common short chains.
+pub type IoSlicesMut<'m> = SmallVec<[IoSliceMut<'m>; INLINE_PIECES]>;
+
 /// Validated buffers of a chain. Lives no longer than the guest-memory guard it came from.
 #[derive(Debug)]
 pub struct GuestBufs<'m> {
-    readable: Vec<Piece>,
-    writable: Vec<Piece>,
+    readable: Pieces,
+    writable: Pieces,
     readable_len: usize,
     writable_len: usize,
     _mem: std::marker::PhantomData<&'m GuestMemoryMmapT>,
@@ -69,8 +82,8 @@ impl<'m> GuestBufs<'m> {
         max_descs: usize,
     ) -> Result<Self, ChainError> {
         let mut bufs = GuestBufs {
-            readable: Vec::new(),
-            writable: Vec::new(),
+            readable: Pieces::new(),
+            writable: Pieces::new(),
             readable_len: 0,
             writable_len: 0,
             _mem: std::marker::PhantomData,
@@ -129,7 +142,7 @@ impl<'m> GuestBufs<'m> {
         if self.writable.is_empty() {
             return Ok(());
         }
-        let mut all: Vec<(u64, u64, bool)> = self
+        let mut all: SmallVec<[(u64, u64, bool); 2 * INLINE_PIECES]> = self
             .readable
             .iter()
             .map(|p| (p.gpa, p.gpa + p.len as u64, false))
@@ -203,34 +216,19 @@ impl<'m> GuestBufs<'m> {
 
     /// Sub-ranges `(ptr, len)` of `pieces` covering `[offset, offset+len)`, each with its
     /// position relative to `offset`. The caller checked that the range is inside.
-    fn ranges(pieces: &[Piece], offset: usize, len: usize) -> Vec<((*mut u8, usize), usize)> {
-        let mut out = Vec::new();
-        let mut skip = offset;
-        let mut left = len;
-        let mut pos = 0;
-        for p in pieces {
-            if left == 0 {
-                break;
-            }
-            if skip >= p.len {
-                skip -= p.len;
-                continue;
-            }
-            let n = (p.len - skip).min(left);
-            // SAFETY: `skip < p.len`, so the pointer stays inside the piece.
-            out.push(((unsafe { p.ptr.add(skip) }, n), pos));
-            pos += n;
-            left -= n;
-            skip = 0;
+    fn ranges(pieces: &[Piece], offset: usize, len: usize) -> Ranges<'_> {
+        Ranges {
+            pieces: pieces.iter(),
+            skip: offset,
+            left: len,
+            pos: 0,
         }
-        out
     }
 
     /// The readable bytes from `offset` to the end, as slices for vectored writes to storage.
-    pub fn readable_iov(&self, offset: usize) -> Vec<IoSlice<'m>> {
+    pub fn readable_iov(&self, offset: usize) -> IoSlices<'m> {
         let len = self.readable_len.saturating_sub(offset);
         Self::ranges(&self.readable, offset, len)
-            .into_iter()
             // SAFETY: each range is inside guest memory that stays mapped for 'm (the memory
             // guard the chain was validated against); the device only reads it.
             .map(|((p, n), _)| IoSlice::new(unsafe { std::slice::from_raw_parts(p, n) }))
@@ -239,15 +237,45 @@ impl<'m> GuestBufs<'m> {
 
     /// The writable bytes `[offset, offset+len)`, as slices for vectored reads from storage.
     /// The caller must not hold two overlapping results at once.
-    pub fn writable_iov(&mut self, offset: usize, len: usize) -> Vec<IoSliceMut<'m>> {
+    pub fn writable_iov(&mut self, offset: usize, len: usize) -> IoSlicesMut<'m> {
         let len = len.min(self.writable_len.saturating_sub(offset));
         Self::ranges(&self.writable, offset, len)
-            .into_iter()
             // SAFETY: each range is inside guest memory mapped for 'm; writable pieces were
             // checked not to overlap any other buffer of the chain, and `&mut self` keeps this
             // the only live mutable view the backend creates.
             .map(|((p, n), _)| IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(p, n) }))
             .collect()
+    }
+}
+
+/// Iterator behind [`GuestBufs::ranges`]: walks the pieces without collecting them.
+struct Ranges<'p> {
+    pieces: std::slice::Iter<'p, Piece>,
+    skip: usize,
+    left: usize,
+    pos: usize,
+}
+
+impl Iterator for Ranges<'_> {
+    type Item = ((*mut u8, usize), usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.left > 0 {
+            let p = self.pieces.next()?;
+            if self.skip >= p.len {
+                self.skip -= p.len;
+                continue;
+            }
+            let n = (p.len - self.skip).min(self.left);
+            // SAFETY: `skip < p.len`, so the pointer stays inside the piece.
+            let ptr = unsafe { p.ptr.add(self.skip) };
+            let at = self.pos;
+            self.pos += n;
+            self.left -= n;
+            self.skip = 0;
+            return Some(((ptr, n), at));
+        }
+        None
     }
 }
 
@@ -291,6 +319,39 @@ mod tests {
             b.readable_iov(16).iter().map(|s| s.len()).sum::<usize>(),
             16
         );
+    }
+
+    #[test]
+    fn long_chains_spill_past_the_inline_pieces() {
+        // More pieces than fit inline in either direction (and one crossing a region edge).
+        let m = mem();
+        let src: Vec<u8> = (0..96).collect();
+        vm_memory::Bytes::write_slice(&m, &src, GuestAddress(0xffd8)).unwrap();
+        let readable = (0..6).map(|i| d(0xffd8 + i * 16, 16, false));
+        let writable = (0..7).map(|i| d(0x2000 + i * 0x100, 64, true));
+        let mut b = GuestBufs::new(&m, readable.chain(writable), 1 << 20, 16).unwrap();
+        assert_eq!((b.readable_len(), b.writable_len()), (96, 7 * 64));
+        let mut out = [0u8; 40];
+        assert!(b.read_readable(50, &mut out));
+        assert_eq!(&out[..], &src[50..90]);
+        let out_iov = b.readable_iov(8);
+        assert_eq!(out_iov.len(), 7);
+        assert_eq!(out_iov.iter().map(|s| s.len()).sum::<usize>(), 88);
+        assert_eq!(&out_iov[0][..], &src[8..16]);
+        let mut in_iov = b.writable_iov(100, 300);
+        let lens: Vec<usize> = in_iov.iter().map(|s| s.len()).collect();
+        assert_eq!(lens, [28, 64, 64, 64, 64, 16]);
+        in_iov[1].fill(0xcd);
+        drop(in_iov);
+        let mut check = [0u8; 64];
+        vm_memory::Bytes::read_slice(&m, &mut check, GuestAddress(0x2200)).unwrap();
+        assert_eq!(check, [0xcd; 64]);
+        let (w, r) = ([0x11u8; 150], 0x2000 + 3 * 0x100 + 60);
+        assert!(b.write_writable(3 * 64 + 60, &w));
+        let mut back = [0u8; 8];
+        vm_memory::Bytes::read_slice(&m, &mut back, GuestAddress(r)).unwrap();
+        assert_eq!(back[..4], [0x11; 4]);
+        assert!(!b.write_writable(7 * 64 - 1, &[0, 0]));
     }
 
     #[test]

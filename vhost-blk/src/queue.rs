@@ -6,7 +6,7 @@
 //! due (unless the driver suppressed it with EVENT_IDX).
 
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use vhost_user_backend::VringT;
 
@@ -14,8 +14,9 @@ use crate::backend::Vring;
 use crate::completion::{now_ns, CompletionModel, DeadlineTimer, Poll, VectorEngine};
 use crate::stats::{QueueStats, RequestKind};
 
-/// Completions handed to the engine before it is polled while a ring is being drained.
-const BATCH: usize = 32;
+/// Chains popped from a ring under one lock, and completions handed to the engine before it
+/// is polled, while a ring is being drained.
+pub const BATCH: usize = 32;
 
 /// Statistics of one queue, shared with the exporter (signal thread). Only the queue's worker
 /// writes them; the exporter locks briefly to take a snapshot.
@@ -23,6 +24,18 @@ pub type SharedStats = Arc<Mutex<QueueStats>>;
 
 /// A completion waiting in the engine: descriptor head and used length.
 type Item = (u16, u32);
+
+/// A request whose I/O finished while the ring was being drained, not yet counted or handed to
+/// the engine (that happens once per batch, under one lock of the statistics).
+#[derive(Debug, Clone, Copy)]
+struct Finished {
+    item: Item,
+    kind: RequestKind,
+    bytes: u64,
+    extra_ns: u64,
+    /// When its I/O finished (CLOCK_MONOTONIC).
+    at_ns: u64,
+}
 
 /// State of one vring.
 pub struct QueueState {
@@ -32,8 +45,22 @@ pub struct QueueState {
     timer: Option<DeadlineTimer>,
     armed: Option<u64>,
     stats: SharedStats,
-    submitted_since_poll: usize,
+    /// Requests finished since the last poll, in completion order.
+    finished: Vec<Finished>,
     published: Vec<Item>,
+}
+
+/// Counts the finished requests and hands them to the engine in completion order, so the
+/// statistics and the engine see the same sequence as if each had been handed over at once.
+fn hand_over(
+    finished: &mut Vec<Finished>,
+    engine: &mut VectorEngine<Item>,
+    stats: &mut QueueStats,
+) {
+    for f in finished.drain(..) {
+        stats.on_request(f.kind, f.bytes);
+        engine.submit(f.at_ns, f.item, f.extra_ns);
+    }
 }
 
 impl QueueState {
@@ -72,7 +99,7 @@ impl QueueState {
             timer,
             armed: None,
             stats,
-            submitted_since_poll: 0,
+            finished: Vec::with_capacity(BATCH),
             published: Vec::with_capacity(BATCH),
         }
     }
@@ -84,11 +111,8 @@ impl QueueState {
         }
     }
 
-    fn stats(&self) -> MutexGuard<'_, QueueStats> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A request finished its I/O: count it and hand it to the engine.
+    /// A request finished its I/O. It is counted and handed to the engine, with the time it
+    /// finished, at the next [`publish`](Self::publish) (at most [`BATCH`] requests later).
     pub fn submit(
         &mut self,
         head: u16,
@@ -97,39 +121,48 @@ impl QueueState {
         bytes: u64,
         extra_ns: u64,
     ) {
-        self.stats().on_request(kind, bytes);
-        self.engine.submit(now_ns(), (head, used_len), extra_ns);
-        self.submitted_since_poll += 1;
+        self.finished.push(Finished {
+            item: (head, used_len),
+            kind,
+            bytes,
+            extra_ns,
+            at_ns: now_ns(),
+        });
     }
 
-    pub fn should_flush_batch(&self) -> bool {
-        self.submitted_since_poll >= BATCH
+    /// Nothing is held for later publication (no timer armed, nothing pending).
+    pub fn is_idle(&self) -> bool {
+        self.armed.is_none() && self.engine.pending() == 0 && self.finished.is_empty()
     }
 
     /// Lets the engine publish what is due and signal if the interrupt is due.
     pub fn publish(&mut self, event_idx: bool) {
-        self.submitted_since_poll = 0;
         let now = now_ns();
         let mut out = std::mem::take(&mut self.published);
         let poll = {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            hand_over(&mut self.finished, &mut self.engine, &mut stats);
             self.engine.poll(now, &mut stats, |it| out.push(it))
         };
         self.apply(poll, &mut out, event_idx);
         self.published = out;
     }
 
-    /// Writes the engine's decisions to the ring and re-arms the timer.
+    /// Writes the engine's decisions to the ring (under one lock of the vring) and re-arms the
+    /// timer.
     fn apply(&mut self, poll: Poll, out: &mut Vec<Item>, event_idx: bool) {
         if let Some(vring) = &self.vring {
-            for (head, len) in out.drain(..) {
-                if let Err(e) = vring.add_used(head, len) {
-                    tracing::warn!(queue = self.index, "add_used({head}) failed: {e}");
+            if !out.is_empty() || poll.signal {
+                let mut ring = vring.get_mut();
+                for (head, len) in out.drain(..) {
+                    if let Err(e) = ring.add_used(head, len) {
+                        tracing::warn!(queue = self.index, "add_used({head}) failed: {e}");
+                    }
                 }
-            }
-            if poll.signal && (!event_idx || vring.needs_notification().unwrap_or(true)) {
-                if let Err(e) = vring.signal_used_queue() {
-                    tracing::warn!(queue = self.index, "signal failed: {e}");
+                if poll.signal && (!event_idx || ring.needs_notification().unwrap_or(true)) {
+                    if let Err(e) = ring.signal_used_queue() {
+                        tracing::warn!(queue = self.index, "signal failed: {e}");
+                    }
                 }
             }
         } else {
@@ -168,6 +201,7 @@ impl QueueState {
         let mut out = std::mem::take(&mut self.published);
         let poll = {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            hand_over(&mut self.finished, &mut self.engine, &mut stats);
             self.engine.flush(now_ns(), &mut stats, |it| out.push(it))
         };
         self.apply(poll, &mut out, event_idx);
@@ -187,6 +221,8 @@ impl QueueState {
         self.arm(None);
         self.vring = None;
         self.published.clear();
-        self.submitted_since_poll = 0;
+        // Finished requests are only ever held while the queue's own worker drains the ring,
+        // which publishes them before letting go of the queue; nothing is left here to count.
+        self.finished.clear();
     }
 }

@@ -74,7 +74,7 @@ impl Done {
 }
 
 /// Handles one chain.
-pub fn handle(p: &BlkPersonality, chain: Chain) -> Outcome {
+pub fn handle(p: &BlkPersonality, chain: Chain<'_>) -> Outcome {
     let mem = chain.memory();
     let descs = chain.clone().map(|d| Desc {
         addr: d.addr().0,
@@ -332,10 +332,7 @@ mod tests {
             .collect();
         vq.add_desc_chains(&raw, 0).unwrap();
         let mut q: virtio_queue::Queue = vq.create_queue().unwrap();
-        // The backend sees memory through an atomic guard; the clone shares the same mapping.
-        let atomic = vm_memory::GuestMemoryAtomic::new(mem.clone());
-        let guard = vm_memory::GuestAddressSpace::memory(&atomic);
-        let chain = q.pop_descriptor_chain(guard).unwrap();
+        let chain = q.pop_descriptor_chain(mem).unwrap();
         handle(p, chain)
     }
 

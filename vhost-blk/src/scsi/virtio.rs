@@ -167,7 +167,7 @@ impl Personality for ScsiPersonality {
         queue == CONTROL_QUEUE
     }
 
-    fn process(&self, queue: usize, chain: Chain) -> Outcome {
+    fn process(&self, queue: usize, chain: Chain<'_>) -> Outcome {
         match queue {
             CONTROL_QUEUE => super::control::handle(self, chain),
             EVENT_QUEUE => Outcome::Held,
@@ -187,7 +187,7 @@ pub(crate) fn unanswerable() -> Outcome {
 }
 
 /// Validated buffers of a chain, or `None` (logged) when the chain is malformed.
-pub(crate) fn chain_bufs<'m>(p: &ScsiPersonality, chain: &'m Chain) -> Option<GuestBufs<'m>> {
+pub(crate) fn chain_bufs<'m>(p: &ScsiPersonality, chain: &'m Chain<'_>) -> Option<GuestBufs<'m>> {
     let descs = chain.clone().map(|d| Desc {
         addr: d.addr().0,
         len: d.len(),
@@ -249,7 +249,7 @@ fn kind_of(opcode: Option<u8>) -> RequestKind {
 }
 
 /// Handles one chain of a request queue.
-fn handle_cmd(p: &ScsiPersonality, chain: Chain) -> Outcome {
+fn handle_cmd(p: &ScsiPersonality, chain: Chain<'_>) -> Outcome {
     let Some(mut bufs) = chain_bufs(p, &chain) else {
         return unanswerable();
     };
@@ -363,9 +363,7 @@ pub(crate) mod tests {
             .collect();
         vq.add_desc_chains(&raw, 0).unwrap();
         let mut q: virtio_queue::Queue = vq.create_queue().unwrap();
-        let atomic = vm_memory::GuestMemoryAtomic::new(m.clone());
-        let guard = vm_memory::GuestAddressSpace::memory(&atomic);
-        let chain = q.pop_descriptor_chain(guard).unwrap();
+        let chain = q.pop_descriptor_chain(m).unwrap();
         p.process(queue, chain)
     }
 
