@@ -318,6 +318,30 @@ pub fn never_reached_agent(r: &RunResult) -> bool {
     !r.status.is_ok() && r.artifacts.is_empty()
 }
 
+/// [`execute`], booting again (up to `retries` times) when the guest died before its agent
+/// sent anything (an early-boot crash of the emulated machine, not a device problem). Each
+/// failed attempt's directory is kept as `<run dir>.attempt<k>`.
+pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> RunResult {
+    let mut rec = execute(spec, rerun.clone());
+    let mut attempt = 1;
+    while attempt <= retries && never_reached_agent(&rec) {
+        let mut keep = spec.run_dir.clone().into_os_string();
+        keep.push(format!(".attempt{attempt}"));
+        eprintln!(
+            "run {} never reached the guest agent ({:?}); kept as {}, retrying",
+            spec.run_dir.display(),
+            rec.status,
+            keep.to_string_lossy()
+        );
+        if std::fs::rename(&spec.run_dir, &keep).is_err() {
+            break;
+        }
+        rec = execute(spec, rerun.clone());
+        attempt += 1;
+    }
+    rec
+}
+
 fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
     RerunInfo {
         kernel: p.kernel.clone(),

@@ -84,7 +84,7 @@ fn boot(
         backend_bin: Some(backend_bin()),
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
     };
-    let r = matrix::execute(&spec, rerun);
+    let r = matrix::execute_retrying(&spec, rerun, 1);
     if !r.status.is_ok() {
         let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
         let tail: Vec<&str> = console.lines().rev().take(20).collect();
