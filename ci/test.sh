@@ -27,5 +27,8 @@ cargo build --workspace --all-targets
 step "guest images (debian-rt kernel + initramfs with static fio)"
 cargo run -q -p guest-tests -- images build debian-rt
 step "tests"
-cargo test --workspace
+# VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi).
+VB_BOOT_TESTS=1 cargo test --workspace
+step "initramfs reproducibility (two builds, same sha256)"
+cargo test -p guest-tests --lib the_real_initramfs_is_bit_identical_across_builds -- --ignored
 step "done"
