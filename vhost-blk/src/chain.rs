@@ -279,6 +279,30 @@ impl Iterator for Ranges<'_> {
     }
 }
 
+/// Test helper: puts `descs` (address, length, flags; NEXT is added between them) into a mock
+/// split queue in `mem` and pops the chain, as a worker would.
+#[cfg(test)]
+pub(crate) fn mock_chain<'m>(
+    mem: &'m GuestMemoryMmapT,
+    descs: &[(u64, u32, u16)],
+) -> crate::backend::Chain<'m> {
+    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+    use virtio_queue::QueueT;
+    const F_NEXT: u16 = 1;
+    let vq = virtio_queue::mock::MockSplitQueue::new(mem, 16);
+    let raw: Vec<RawDescriptor> = descs
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, l, f))| {
+            let next = if i + 1 < descs.len() { f | F_NEXT } else { f };
+            RawDescriptor::from(SplitDescriptor::new(a, l, next, (i + 1) as u16))
+        })
+        .collect();
+    vq.add_desc_chains(&raw, 0).unwrap();
+    let mut q: virtio_queue::Queue = vq.create_queue().unwrap();
+    q.pop_descriptor_chain(mem).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -298,12 +298,8 @@ mod tests {
     use crate::blk::BlkOptions;
     use crate::storage::{FileStorage, Storage};
     use std::sync::Arc;
-    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
-    use virtio_queue::mock::MockSplitQueue;
-    use virtio_queue::QueueT;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-    const F_NEXT: u16 = 1;
     const F_WRITE: u16 = 2;
 
     fn personality(size: u64) -> BlkPersonality {
@@ -321,18 +317,7 @@ mod tests {
 
     /// Builds a chain of `descs` (addr, len, flags) in a mock queue and runs it.
     fn run(p: &BlkPersonality, mem: &GuestMemoryMmap, descs: &[(u64, u32, u16)]) -> Outcome {
-        let vq = MockSplitQueue::new(mem, 16);
-        let raw: Vec<RawDescriptor> = descs
-            .iter()
-            .enumerate()
-            .map(|(i, &(a, l, f))| {
-                let next = if i + 1 < descs.len() { f | F_NEXT } else { f };
-                RawDescriptor::from(SplitDescriptor::new(a, l, next, (i + 1) as u16))
-            })
-            .collect();
-        vq.add_desc_chains(&raw, 0).unwrap();
-        let mut q: virtio_queue::Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(mem).unwrap();
+        let chain = crate::chain::mock_chain(mem, descs);
         handle(p, chain)
     }
 

@@ -316,12 +316,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::scsi::target::compact::parse_topology;
     use crate::scsi::target::encode_virtio_lun;
-    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
-    use virtio_queue::mock::MockSplitQueue;
-    use virtio_queue::QueueT;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-    pub const F_NEXT: u16 = 1;
     pub const F_WRITE: u16 = 2;
     pub const REQ: u64 = 0x10000;
     pub const OUT: u64 = 0x20000;
@@ -352,18 +348,7 @@ pub(crate) mod tests {
         queue: usize,
         descs: &[(u64, u32, u16)],
     ) -> Outcome {
-        let vq = MockSplitQueue::new(m, 16);
-        let raw: Vec<RawDescriptor> = descs
-            .iter()
-            .enumerate()
-            .map(|(i, &(a, l, f))| {
-                let next = if i + 1 < descs.len() { f | F_NEXT } else { f };
-                RawDescriptor::from(SplitDescriptor::new(a, l, next, (i + 1) as u16))
-            })
-            .collect();
-        vq.add_desc_chains(&raw, 0).unwrap();
-        let mut q: virtio_queue::Queue = vq.create_queue().unwrap();
-        let chain = q.pop_descriptor_chain(m).unwrap();
+        let chain = crate::chain::mock_chain(m, descs);
         p.process(queue, chain)
     }
 
