@@ -11,7 +11,7 @@ use super::util::{self, Ctx, Lock};
 use super::{ImageError, BUILDER_VERSION};
 
 /// What a cached fio was built from, besides its source version (the directory name).
-fn inputs(recipe: &FioRecipe) -> Result<String, ImageError> {
+pub(crate) fn inputs(recipe: &FioRecipe) -> Result<String, ImageError> {
     Ok(format!(
         "deb_src={}\nconfigure={}\ntoolchain={}\nbuilder={BUILDER_VERSION}\n",
         recipe.deb_src,

@@ -167,6 +167,8 @@ mod tests {
             .join(util::safe_name(&m.initramfs.fio.version));
         std::fs::create_dir_all(&fio_dir).unwrap();
         std::fs::write(fio_dir.join("fio"), b"\x7fELF fake fio").unwrap();
+        let inputs = fio::inputs(&m.initramfs.fio).unwrap();
+        std::fs::write(fio_dir.join("inputs"), inputs).unwrap();
         let ctx = Ctx::new(cache.path(), false).unwrap();
         let mods = vec![Module {
             name: "virtio_blk".into(),

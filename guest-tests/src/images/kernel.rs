@@ -81,7 +81,7 @@ impl Tree {
                 sha256,
                 ..
             } => format!("source=debian-source {package} {version} sha256={sha256}"),
-            Tree::Git { path, identity } => format!("source=git {} {identity}", path.display()),
+            Tree::Git { identity, .. } => format!("source=git {identity}"),
         }
     }
 
@@ -150,16 +150,18 @@ fn inputs(
 ) -> Result<Vec<String>, ImageError> {
     let frag = fragment_path(m, v)?;
     let frag_sha = sha256_file(&frag)?;
+    // File names and contents only: the same inputs in another checkout give the same key
+    // (and so the same `uname -v` and bzImage).
+    let name = |p: &Path| {
+        p.file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    };
     let mut lines = vec![
         tree.key_line(),
-        format!("fragment={} sha256={frag_sha}", frag.display()),
+        format!("fragment={} sha256={frag_sha}", name(&frag)),
     ];
     for p in stack(m, v, opts)? {
-        lines.push(format!(
-            "patch={} sha256={}",
-            p.origin.display(),
-            p.sha256()
-        ));
+        lines.push(format!("patch={} sha256={}", name(&p.origin), p.sha256()));
     }
     lines.push(format!("toolchain={}", util::gcc_version()?));
     lines.push(format!("builder={BUILDER_VERSION}"));
