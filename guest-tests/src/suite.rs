@@ -156,6 +156,9 @@ pub struct SuiteSpec {
     pub backend_args: Vec<String>,
     #[serde(default = "eight")]
     pub num_queues: u32,
+    /// Virtqueue size (QEMU `virtqueue_size` / `queue-size`); the guest's tag depth per hctx.
+    /// Default: QEMU's (128). Our backend must allow it (`--queue-size`).
+    pub virtqueue_size: Option<u32>,
     #[serde(default = "eight")]
     pub smp: u32,
     #[serde(default = "default_memory_mib")]
@@ -311,6 +314,14 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     }
     if s.memory_mib < 128 {
         return Err(format!("memory_mib {} is below 128", s.memory_mib));
+    }
+    if let Some(n) = s.virtqueue_size {
+        // QEMU's limit for virtio-pci rings.
+        if !n.is_power_of_two() || !(2..=1024).contains(&n) {
+            return Err(format!(
+                "virtqueue_size {n} is not a power of two in 2..=1024"
+            ));
+        }
     }
     if s.timeout_secs == 0 {
         return Err("timeout_secs must be positive".into());

@@ -127,13 +127,18 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
         "virtserialport,chardev=res,name=results",
     ]);
     let nq = s.num_queues.to_string();
+    // Ring size of every virtqueue: the guest's tag-set depth (virtio-scsi can_queue).
+    let (scsi_vq, blk_vq) = match s.virtqueue_size {
+        Some(n) => (format!(",virtqueue_size={n}"), format!(",queue-size={n}")),
+        None => (String::new(), String::new()),
+    };
     match (s.backend, q.socket) {
         (BackendKind::QemuBuiltin, _) | (_, None) => {
             let b = &s.builtin;
             if s.device == Device::Scsi {
                 push(&[
                     "-device",
-                    &format!("virtio-scsi-pci,id=scsi0,num_queues={nq}"),
+                    &format!("virtio-scsi-pci,id=scsi0,num_queues={nq}{scsi_vq}"),
                 ]);
             }
             for i in 0..b.disks {
@@ -145,7 +150,7 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
                     Device::Scsi => {
                         format!("scsi-hd,bus=scsi0.0,drive=n{i},channel=0,scsi-id={i},lun=0")
                     }
-                    Device::Blk => format!("virtio-blk-pci,drive=n{i},num-queues={nq}"),
+                    Device::Blk => format!("virtio-blk-pci,drive=n{i},num-queues={nq}{blk_vq}"),
                 };
                 push(&["-device", &dev]);
             }
@@ -153,8 +158,10 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
         (_, Some(sock)) => {
             push(&["-chardev", &format!("socket,id=vu0,path={}", p(sock))]);
             let dev = match s.device {
-                Device::Blk => format!("vhost-user-blk-pci,chardev=vu0,num-queues={nq}"),
-                Device::Scsi => format!("vhost-user-scsi-pci,chardev=vu0,num_queues={nq}"),
+                Device::Blk => format!("vhost-user-blk-pci,chardev=vu0,num-queues={nq}{blk_vq}"),
+                Device::Scsi => {
+                    format!("vhost-user-scsi-pci,chardev=vu0,num_queues={nq}{scsi_vq}")
+                }
             };
             push(&["-device", &dev]);
         }
