@@ -50,6 +50,10 @@ pub fn parse_funcs(text: &str) -> Result<(BTreeMap<String, u64>, Vec<String>), M
         ) {
             (Some(f), Some(h)) => {
                 m.insert(f.to_string(), h);
+                // Optional total time inside the function (the function profiler's `Time`).
+                if let Some(us) = kv.get("usecs").and_then(|u| u.parse::<f64>().ok()) {
+                    m.insert(format!("{f}:usecs"), us.round().max(0.0) as u64);
+                }
             }
             _ => {
                 return Err(MetricsError::Line {
@@ -228,6 +232,18 @@ pub fn parse_status(text: &str) -> Result<GuestStatus, MetricsError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn funcs_with_time() {
+        let (m, e) =
+            super::parse_funcs("func=blk_mq_exit_hctx hits=2040 usecs=812.4\nfunc=x hits=0\n")
+                .unwrap();
+        assert!(e.is_empty());
+        assert_eq!(m["blk_mq_exit_hctx"], 2040);
+        assert_eq!(m["blk_mq_exit_hctx:usecs"], 812);
+        assert_eq!(m["x"], 0);
+        assert!(!m.contains_key("x:usecs"));
+    }
+
     use super::*;
 
     #[test]
