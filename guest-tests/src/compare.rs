@@ -4,7 +4,7 @@
 //!
 //! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
-//! (|median change| >= 5 % and non-overlapping min-max ranges).
+//! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
 mod stats;
 

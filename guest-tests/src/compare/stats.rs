@@ -221,7 +221,9 @@ pub fn lkp_flag(base: &Summary, other: &Summary, threshold: f64) -> bool {
         0.0
     };
     let disjoint = other.min > base.max || other.max < base.min;
-    change >= threshold && disjoint
+    // One run per side has no range: two single values are always "disjoint".
+    let repeated = base.n >= 2 && other.n >= 2;
+    change >= threshold && disjoint && repeated
 }
 
 #[cfg(test)]
@@ -342,6 +344,12 @@ mod tests {
     #[test]
     fn lkp_flag_needs_both_size_and_separation() {
         let base = summarize(&A).unwrap();
+        // Single runs are never flagged.
+        assert!(!lkp_flag(
+            &summarize(&[1.0]).unwrap(),
+            &summarize(&[2.0]).unwrap(),
+            0.05
+        ));
         assert!(lkp_flag(&base, &summarize(&B).unwrap(), 0.05));
         // Overlapping ranges: no flag even with a large median change.
         assert!(!lkp_flag(

@@ -90,7 +90,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         ));
     } else {
         b.push(Para(
-            "Flagged (median change >= 5 % and the two kernels' min-max ranges do not overlap):"
+            "Flagged (median change >= 5 %, the two kernels' min-max ranges do not overlap, at least 2 runs each):"
                 .into(),
         ));
         b.push(List(flagged));
