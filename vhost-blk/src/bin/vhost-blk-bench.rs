@@ -151,6 +151,21 @@ struct QueueResult {
     per_irq: Hist,
 }
 
+impl QueueResult {
+    fn new(queue: u16) -> Self {
+        QueueResult {
+            queue,
+            ops: 0,
+            bytes: 0,
+            errors: 0,
+            interrupts: 0,
+            latency: Hist::latency(),
+            irq_delay: Hist::latency(),
+            per_irq: Hist::counts(),
+        }
+    }
+}
+
 /// One queue's state in a worker thread.
 struct Lane {
     q: QueueHandle,
@@ -480,16 +495,7 @@ fn run(args: &Args) -> Result<Report, BenchError> {
             seen_idx: 0,
             consumed_idx: 0,
             last_progress: 0,
-            res: QueueResult {
-                queue: i,
-                ops: 0,
-                bytes: 0,
-                errors: 0,
-                interrupts: 0,
-                latency: Hist::latency(),
-                irq_delay: Hist::latency(),
-                per_irq: Hist::counts(),
-            },
+            res: QueueResult::new(i),
         });
     }
     let wait_until = |t: u64| std::thread::sleep(Duration::from_nanos(t.saturating_sub(now_ns())));
@@ -518,16 +524,7 @@ fn run(args: &Args) -> Result<Report, BenchError> {
     let secs = args.duration as f64 / 1e9;
     let mut results = results;
     results.sort_by_key(|r| r.queue);
-    let mut total = QueueResult {
-        queue: 0,
-        ops: 0,
-        bytes: 0,
-        errors: 0,
-        interrupts: 0,
-        latency: Hist::latency(),
-        irq_delay: Hist::latency(),
-        per_irq: Hist::counts(),
-    };
+    let mut total = QueueResult::new(0);
     for r in &results {
         total.ops += r.ops;
         total.bytes += r.bytes;
