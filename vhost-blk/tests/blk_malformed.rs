@@ -395,7 +395,7 @@ fn run_case(q: &mut QueueHandle, ram: &GuestRam, a: &Area, case: &Case) {
     let table = q.ring.indirect_table(r0);
     for (i, &(addr, len, flags, next)) in case.indirect.iter().enumerate() {
         q.ring
-            .write_raw_indirect(
+            .write_desc(
                 ram,
                 table,
                 i as u16,

@@ -111,7 +111,8 @@ impl SplitRing {
         self.chains.iter().filter(|c| !c.is_empty()).count()
     }
 
-    fn write_desc(
+    /// Writes entry `i` of the descriptor table (or indirect table) at `table`, exactly as given.
+    pub fn write_desc(
         &self,
         ram: &GuestRam,
         table: u64,
@@ -145,17 +146,6 @@ impl SplitRing {
     /// Address of the indirect table that belongs to descriptor `i` (usable in raw tests).
     pub fn indirect_table(&self, i: u16) -> u64 {
         self.indirect_tables + 16 * MAX_INDIRECT as u64 * u64::from(i)
-    }
-
-    /// Writes a raw entry into an indirect table.
-    pub fn write_raw_indirect(
-        &self,
-        ram: &GuestRam,
-        table: u64,
-        i: u16,
-        d: RawDesc,
-    ) -> Result<(), FrontendError> {
-        self.write_desc(ram, table, i, d)
     }
 
     /// Queues a request made of `bufs`; with `indirect`, through one indirect descriptor.
