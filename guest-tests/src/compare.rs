@@ -6,6 +6,7 @@
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
+pub mod sequential;
 mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};

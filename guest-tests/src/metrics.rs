@@ -7,12 +7,17 @@
 mod fio;
 mod interrupts;
 mod irqsw;
+mod locks;
 mod stacks;
 mod text;
 
 pub use fio::{parse_fio, FioDirection, FioSummary};
 pub use interrupts::{interrupt_deltas, is_request_vector, parse_interrupts, InterruptCounts};
 pub use irqsw::{parse_irqsw, IrqSwitches, IrqThread};
+pub use locks::{
+    by_site, concurrency, parse_locks, peak_per_bin, Concurrency, LockFigures, LockWaits, SiteWait,
+    Wait, TIMELINE_BIN_MS,
+};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
 pub use text::{
     parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,

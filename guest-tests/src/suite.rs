@@ -177,6 +177,9 @@ pub struct SuiteSpec {
     pub trace_irq: bool,
     #[serde(default)]
     pub trace_stacks: bool,
+    /// Lock waits of the request irq threads from `lock:contention_*` (in-kernel histograms).
+    #[serde(default)]
+    pub trace_locks: bool,
     #[serde(default)]
     pub func_count: Vec<String>,
     #[serde(default)]

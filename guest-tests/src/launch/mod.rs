@@ -8,6 +8,7 @@
 
 pub mod accel;
 pub mod backend;
+pub mod cpu;
 pub mod host;
 pub mod libvirt;
 pub mod process;

@@ -1,0 +1,228 @@
+//! What the guest really got from the host: CPU time of QEMU's vCPU threads, of QEMU's other
+//! threads and of the backend, and the whole host's busy time, sampled from /proc so that a run
+//! whose guest was starved by unrelated load can be seen and flagged.
+//!
+//! Contract:
+//! 1. A sample is a plain snapshot of counters; [`CpuWindow::between`] turns two snapshots and
+//!    the wall time between them into per-second rates. Nothing here sleeps or keeps state.
+//! 2. A thread is a vCPU when its comm is QEMU's `CPU <n>/TCG` or `CPU <n>/KVM`.
+//! 3. Per-thread CPU time comes from `/proc/PID/task/TID/schedstat` (ns), falling back to
+//!    utime + stime of `stat` (clock ticks); a thread that exits between the listing and the read
+//!    is skipped. Host busy time comes from the first line of `/proc/stat`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// CPU seconds of one process, split into vCPU threads and the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcCpu {
+    pub vcpu_s: f64,
+    pub other_s: f64,
+    pub vcpu_threads: u32,
+}
+
+/// One snapshot: QEMU, the backend (if external), the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSample {
+    pub qemu: ProcCpu,
+    pub backend_s: f64,
+    /// Host CPU seconds not idle (all CPUs, from /proc/stat).
+    pub host_busy_s: f64,
+    /// 1-minute load average at the sample.
+    pub loadavg_1m: f64,
+}
+
+/// Rates over a window between two samples, in CPU-seconds per wall second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuWindow {
+    pub wall_s: f64,
+    pub vcpu_per_s: f64,
+    pub qemu_other_per_s: f64,
+    pub backend_per_s: f64,
+    /// Host busy time not accounted to QEMU or the backend: the unrelated load.
+    pub other_load_per_s: f64,
+    pub loadavg_start: f64,
+    pub loadavg_end: f64,
+}
+
+impl CpuWindow {
+    pub fn between(a: &CpuSample, b: &CpuSample, wall_s: f64) -> Option<CpuWindow> {
+        if !(wall_s > 0.0) {
+            return None;
+        }
+        let r = |x: f64, y: f64| ((y - x) / wall_s).max(0.0);
+        let vcpu = r(a.qemu.vcpu_s, b.qemu.vcpu_s);
+        let qother = r(a.qemu.other_s, b.qemu.other_s);
+        let backend = r(a.backend_s, b.backend_s);
+        let host = r(a.host_busy_s, b.host_busy_s);
+        Some(CpuWindow {
+            wall_s,
+            vcpu_per_s: vcpu,
+            qemu_other_per_s: qother,
+            backend_per_s: backend,
+            other_load_per_s: (host - vcpu - qother - backend).max(0.0),
+            loadavg_start: a.loadavg_1m,
+            loadavg_end: b.loadavg_1m,
+        })
+    }
+}
+
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf only reads a configuration value; no memory is passed.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// `(comm) state ... utime stime` -> (comm, seconds). The comm may hold spaces and parens, so
+/// the fields are counted from the last `)`.
+pub fn parse_stat(text: &str, tck: f64) -> Option<(String, f64)> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
+    let ut: f64 = rest.get(11)?.parse().ok()?;
+    let st: f64 = rest.get(12)?.parse().ok()?;
+    Some((comm, (ut + st) / tck))
+}
+
+/// `/proc/PID/task/TID/schedstat`: first field, ns on CPU.
+pub fn parse_schedstat(text: &str) -> Option<f64> {
+    text.split_whitespace()
+        .next()?
+        .parse::<u64>()
+        .ok()
+        .map(|ns| ns as f64 / 1e9)
+}
+
+/// QEMU names its vCPU threads `CPU <n>/TCG` (or `/KVM`).
+pub fn is_vcpu(comm: &str) -> bool {
+    comm.starts_with("CPU ") && (comm.ends_with("/TCG") || comm.ends_with("/KVM"))
+}
+
+/// CPU time of every thread of `pid`, split by [`is_vcpu`].
+pub fn proc_cpu(pid: u32) -> Option<ProcCpu> {
+    let tck = clk_tck();
+    let dir = format!("/proc/{pid}/task");
+    let mut out = ProcCpu::default();
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let t = e.path();
+        let Ok(stat) = std::fs::read_to_string(t.join("stat")) else {
+            continue;
+        };
+        let Some((comm, ticks_s)) = parse_stat(&stat, tck) else {
+            continue;
+        };
+        let secs = std::fs::read_to_string(t.join("schedstat"))
+            .ok()
+            .and_then(|s| parse_schedstat(&s))
+            .unwrap_or(ticks_s);
+        if is_vcpu(&comm) {
+            out.vcpu_s += secs;
+            out.vcpu_threads += 1;
+        } else {
+            out.other_s += secs;
+        }
+    }
+    Some(out)
+}
+
+/// `cpu  user nice system idle iowait irq softirq steal ...` -> busy seconds (all but idle and
+/// iowait).
+pub fn parse_proc_stat(text: &str, tck: f64) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 5 {
+        return None;
+    }
+    let busy: f64 = v.iter().sum::<f64>() - v[3] - v[4];
+    Some(busy / tck)
+}
+
+fn loadavg_1m(root: &Path) -> f64 {
+    std::fs::read_to_string(root.join("loadavg"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// A snapshot now. `backend` is the external backend's pid, if any.
+pub fn sample(qemu: u32, backend: Option<u32>) -> CpuSample {
+    let root = Path::new("/proc");
+    CpuSample {
+        qemu: proc_cpu(qemu).unwrap_or_default(),
+        backend_s: backend
+            .and_then(proc_cpu)
+            .map_or(0.0, |p| p.vcpu_s + p.other_s),
+        host_busy_s: std::fs::read_to_string(root.join("stat"))
+            .ok()
+            .and_then(|s| parse_proc_stat(&s, clk_tck()))
+            .unwrap_or(0.0),
+        loadavg_1m: loadavg_1m(root),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_from_the_last_paren() {
+        let s = "4242 (CPU 3/TCG) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 0 0";
+        let (comm, secs) = parse_stat(s, 100.0).unwrap();
+        assert_eq!(comm, "CPU 3/TCG");
+        assert!((secs - 3.0).abs() < 1e-12);
+        assert!(is_vcpu(&comm));
+        assert!(!is_vcpu("qemu-system-x86"));
+        let odd = "7 (a) b (c)) R 1 2 3 4 5 6 7 8 9 10 1 1 0";
+        assert_eq!(parse_stat(odd, 100.0).unwrap().0, "a) b (c)");
+        assert!(parse_stat("garbage", 100.0).is_none());
+        assert_eq!(parse_schedstat("1500000000 20 30\n"), Some(1.5));
+    }
+
+    #[test]
+    fn window_rates_and_unrelated_load() {
+        let stat = "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3 4 5\n";
+        assert_eq!(parse_proc_stat(stat, 100.0), Some(1.5));
+        let a = CpuSample {
+            qemu: ProcCpu {
+                vcpu_s: 10.0,
+                other_s: 1.0,
+                vcpu_threads: 8,
+            },
+            backend_s: 2.0,
+            host_busy_s: 20.0,
+            loadavg_1m: 1.0,
+        };
+        let mut b = a;
+        b.qemu.vcpu_s = 25.0;
+        b.qemu.other_s = 2.0;
+        b.backend_s = 4.0;
+        b.host_busy_s = 48.0;
+        b.loadavg_1m = 3.0;
+        let w = CpuWindow::between(&a, &b, 10.0).unwrap();
+        assert!((w.vcpu_per_s - 1.5).abs() < 1e-12);
+        assert!((w.backend_per_s - 0.2).abs() < 1e-12);
+        assert!((w.other_load_per_s - (2.8 - 1.5 - 0.1 - 0.2)).abs() < 1e-12);
+        assert!(CpuWindow::between(&a, &b, 0.0).is_none());
+    }
+
+    #[test]
+    fn samples_this_process() {
+        let me = std::process::id();
+        let p = proc_cpu(me).unwrap();
+        assert_eq!(p.vcpu_threads, 0);
+        let s = sample(me, Some(me));
+        assert!(s.host_busy_s > 0.0);
+    }
+}
