@@ -13,6 +13,7 @@ use crate::completion::{CompletionArgs, CompletionModel};
 use crate::scsi::target::compact::parse_topology;
 use crate::scsi::target::TopologyConfig;
 use crate::storage::StorageSpec;
+use crate::units::{self, Zero};
 
 /// Settings errors. Each renders as one line; `main` exits with code 2.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -25,8 +26,9 @@ pub enum ConfigError {
     MissingStorage,
     #[error("give only one of --image, --null and --mem")]
     ConflictingStorage,
-    #[error("invalid size '{0}': use bytes or a K/M/G/T suffix, e.g. 512M")]
-    BadSize(String),
+    /// A size or duration that does not parse (see [`crate::units`]).
+    #[error("{0}")]
+    Unit(String),
     #[error("{what} must be {expected}, got {got}")]
     OutOfRange {
         what: &'static str,
@@ -194,27 +196,9 @@ pub struct Config {
 /// Default serial: recognisable in the guest's sysfs.
 pub const DEFAULT_SERIAL: &str = "VHOSTBLK-0001";
 
-/// Parses `4096`, `512K`, `1M`, `1G`, `2T` (binary units).
+/// A storage size (zero is refused), see [`crate::units`].
 pub fn parse_size(s: &str) -> Result<u64, ConfigError> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => return Err(ConfigError::BadSize(s.to_string())),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| ConfigError::BadSize(s.to_string()))
+    units::parse_size(s, Zero::Rejected).map_err(|e| ConfigError::Unit(e.to_string()))
 }
 
 fn in_range(

@@ -14,3 +14,4 @@ pub mod queue;
 pub mod scsi;
 pub mod stats;
 pub mod storage;
+pub mod units;

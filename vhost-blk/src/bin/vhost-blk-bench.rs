@@ -25,9 +25,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use std::sync::atomic::Ordering;
-use vhost_blk::completion::{now_ns, parse_duration_ns};
+use vhost_blk::completion::now_ns;
 use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, FrontendError, QueueHandle};
 use vhost_blk::stats::{CountSummary, Hist, LatencySummary};
+use vhost_blk::units::{self, UnitError, Zero};
 use vm_memory::{Bytes, GuestAddress};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,24 +60,18 @@ fn parse_pattern(s: &str) -> Result<Pattern, String> {
     })
 }
 
+/// A request size: a multiple of 512 up to 1 MiB (see `vhost_blk::units`).
 fn parse_size(s: &str) -> Result<u32, String> {
-    let (num, mult) = match s.trim().to_ascii_lowercase() {
-        t if t.ends_with('k') => (t[..t.len() - 1].to_string(), 1024),
-        t if t.ends_with('m') => (t[..t.len() - 1].to_string(), 1 << 20),
-        t => (t, 1),
-    };
-    match num.parse::<u32>().ok().and_then(|n| n.checked_mul(mult)) {
-        Some(n) if n > 0 && n % 512 == 0 && n <= 1 << 20 => Ok(n),
-        _ => Err(format!("`{s}`: a multiple of 512 up to 1m, e.g. 4k")),
+    match units::parse_size(s, Zero::Rejected) {
+        Ok(n) if n % 512 == 0 && n <= 1 << 20 => Ok(n as u32),
+        Ok(_) => Err(format!("`{s}`: a multiple of 512 up to 1m, e.g. 4k")),
+        Err(e) => Err(e.to_string()),
     }
 }
 
-fn parse_duration(s: &str) -> Result<u64, String> {
-    match parse_duration_ns(s) {
-        Ok(0) => Err("must be greater than 0".to_string()),
-        Ok(ns) => Ok(ns),
-        Err(e) => Err(e.to_string()),
-    }
+/// A run length: a duration greater than zero.
+fn parse_duration(s: &str) -> Result<u64, UnitError> {
+    units::parse_duration_ns(s, Zero::Rejected)
 }
 
 /// Load generator for vhost-user-blk backends.
@@ -105,7 +100,7 @@ struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     duration: u64,
     /// Run this long first without recording.
-    #[arg(long, default_value = "0", value_parser = parse_duration_ns)]
+    #[arg(long, default_value = "0", value_parser = |s: &str| units::parse_duration_ns(s, Zero::Allowed))]
     ramp: u64,
     /// Spin instead of sleeping and measure the used-entry-to-interrupt delay.
     #[arg(long)]
