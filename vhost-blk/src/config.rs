@@ -10,8 +10,8 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::completion::{CompletionArgs, CompletionModel};
-use crate::scsi::target::compact::parse_topology;
-use crate::scsi::target::TopologyConfig;
+use crate::scsi::topology::compact::parse_topology;
+use crate::scsi::topology::TopologyConfig;
 use crate::storage::StorageSpec;
 use crate::units::{self, Zero};
 

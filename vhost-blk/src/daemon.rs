@@ -15,7 +15,7 @@ use crate::backend::{BackendOptions, DeviceBackend, Personality};
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
 use crate::queue::SharedStats;
-use crate::scsi::target::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+use crate::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use crate::scsi::{ScsiOptions, ScsiPersonality};
 use crate::stats::{DeviceStats, QueueStats, StatsExporter};
 use crate::storage::StorageError;

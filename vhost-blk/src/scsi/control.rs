@@ -10,7 +10,7 @@
 
 use virtio_bindings::virtio_scsi::*;
 
-use super::target::{decode_virtio_lun, Topology};
+use super::emulation::{decode_virtio_lun, Topology};
 use super::virtio::{chain_bufs, unanswerable, ScsiPersonality};
 use crate::backend::{Chain, Outcome, RequestKind};
 
@@ -115,7 +115,7 @@ pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scsi::target::encode_virtio_lun;
+    use crate::scsi::emulation::encode_virtio_lun;
     use crate::scsi::virtio::tests::{mem, personality, run, F_WRITE, REQ, RESP};
     use vm_memory::{Bytes, GuestAddress};
 

@@ -1,4 +1,4 @@
-//! virtio-scsi framing over the [`target`](super::target) layer: queue layout (control queue 0,
+//! virtio-scsi framing over the [`emulation`](super::emulation) layer: queue layout (control queue 0,
 //! event queue 1, request queues from 2), `virtio_scsi_cmd_req` / `virtio_scsi_cmd_resp`,
 //! features and configuration space.
 //!
@@ -17,7 +17,7 @@ use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRE
 use virtio_bindings::virtio_scsi::*;
 
 use super::config_space::{ScsiConfigSpace, CDB_SIZE_OFFSET, SENSE_SIZE_OFFSET};
-use super::target::{cdb, Topology, MAX_TRANSFER_BYTES};
+use super::emulation::{cdb, Topology, MAX_TRANSFER_BYTES};
 use crate::backend::{Chain, Outcome, Personality, RequestKind};
 use crate::chain::{Desc, GuestBufs};
 
@@ -314,8 +314,8 @@ fn handle_cmd(p: &ScsiPersonality, chain: Chain<'_>) -> Outcome {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::scsi::target::compact::parse_topology;
-    use crate::scsi::target::encode_virtio_lun;
+    use crate::scsi::emulation::encode_virtio_lun;
+    use crate::scsi::topology::compact::parse_topology;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
     pub const F_WRITE: u16 = 2;

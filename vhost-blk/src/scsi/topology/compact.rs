@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::config::{
+use super::{
     IdentityOverrides, LunConfig, ScanLatency, TargetConfig, TopologyConfig, TopologyError,
 };
 use crate::storage::StorageSpec;
