@@ -3,14 +3,12 @@
 //! Layers, bottom up: [`storage`] (positional vectored I/O), the device personalities
 //! (virtio-blk and virtio-scsi) and the vhost-user plumbing that serves them.
 
-pub mod backend;
 pub mod blk;
-pub mod chain;
 pub mod completion;
 pub mod config;
 pub mod daemon;
+pub mod device;
 pub mod frontend;
-pub mod queue;
 pub mod scsi;
 pub mod stats;
 pub mod storage;

@@ -1,15 +1,22 @@
 //! Command line and TOML settings, validated into one [`Config`].
 //!
-//! `Args` (clap) and `FileConfig` (TOML) hold raw, optional settings; [`Config::try_from`]
-//! merges them (command line wins) and validates everything, so a bad setting is reported
-//! before anything is created, opened or deleted.
+//! [`Options`] declares every backend option once, read by clap from the command line and by
+//! serde from the TOML file; [`Args`] adds the command-line-only flags and the completion
+//! options ([`completion`]). [`Config::try_from`] merges them (command line wins) and validates
+//! everything, so a bad setting is reported as one line before anything is created, opened or
+//! deleted. Sizes and durations are parsed by [`crate::units`].
 
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
-use crate::completion::{CompletionArgs, CompletionModel};
+pub mod completion;
+
+pub use completion::CompletionArgs;
+
+use crate::completion::CompletionModel;
+use crate::device::MAX_VRINGS;
 use crate::scsi::topology::compact::parse_topology;
 use crate::scsi::topology::TopologyConfig;
 use crate::storage::StorageSpec;
@@ -57,6 +64,8 @@ pub enum ConfigError {
     StorageAndTopology,
     #[error("completion model: {0}")]
     Completion(String),
+    #[error("--num-queues must be 1..={max}{}, got {got}", if *.extra > 0 { format!(" (the device adds {extra} vrings; at most {MAX_VRINGS} in all)") } else { String::new() })]
+    QueueCount { max: u16, extra: u16, got: u16 },
     #[error("{0}")]
     Other(String),
 }
@@ -72,95 +81,145 @@ pub enum DeviceKind {
     Scsi,
 }
 
-/// vhost-user backend standing in for a multi-queue SAS controller.
-#[derive(Debug, Parser, Default, Clone)]
-#[command(name = "vhost-blk", version, about)]
-pub struct Args {
-    /// vhost-user Unix socket to listen on.
-    #[arg(long, value_name = "PATH")]
-    pub socket_path: Option<PathBuf>,
-    /// Print the vhost-user capabilities JSON (QEMU's vhost-user.rst) and exit.
-    #[arg(long)]
-    pub print_capabilities: bool,
-    /// Settings file (TOML); command-line options override it.
-    #[arg(long, short = 'c', value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Device personality.
-    #[arg(long, value_enum)]
-    pub device: Option<DeviceKind>,
-    /// Raw image file.
-    #[arg(long, value_name = "PATH")]
-    pub image: Option<PathBuf>,
-    /// Create the image as a sparse file of this size if it does not exist.
-    #[arg(long, value_name = "SIZE")]
-    pub size: Option<String>,
-    /// Open the image with O_DIRECT.
-    #[arg(long)]
-    pub direct: bool,
-    /// Expose the disk read-only.
-    #[arg(long)]
-    pub read_only: bool,
-    /// Null storage of this size: reads return zeros, writes are dropped.
-    #[arg(long, value_name = "SIZE")]
-    pub null: Option<String>,
-    /// RAM disk of this size.
-    #[arg(long, value_name = "SIZE")]
-    pub mem: Option<String>,
-    /// Number of request queues (MSI-X vectors), 1..=64.
-    #[arg(long)]
-    pub num_queues: Option<u16>,
-    /// Maximum descriptors per queue (power of two, 2..=32768).
-    #[arg(long)]
-    pub queue_size: Option<u16>,
-    /// Worker threads; queues are spread over them round-robin (default: one per queue).
-    #[arg(long)]
-    pub threads: Option<u16>,
-    /// Logical block size: 512 or 4096.
-    #[arg(long)]
-    pub block_size: Option<u32>,
-    /// Serial number returned by GET_ID (at most 20 bytes).
-    #[arg(long)]
-    pub serial: Option<String>,
-    /// Write per-queue statistics as JSON here at exit and on SIGUSR1.
-    #[arg(long, value_name = "FILE")]
-    pub stats_file: Option<PathBuf>,
-    /// virtio-scsi targets and LUNs, e.g. `targets=16,luns=1,storage=null:1G` or
-    /// `0:0=file:/a.img,3:1=mem:64M,max_target=15,inquiry_delay=2ms` (see the docs).
-    #[arg(long, value_name = "SPEC")]
-    pub topology: Option<String>,
-    /// virtio-scsi cmd_per_lun: the guest's default LUN queue depth.
-    #[arg(long)]
-    pub cmd_per_lun: Option<u32>,
-    #[command(flatten)]
-    pub completion: CompletionArgs,
+impl DeviceKind {
+    /// Vrings the personality adds to the request queues (virtio-scsi: control and event).
+    pub fn extra_vrings(self) -> u16 {
+        match self {
+            DeviceKind::Blk => 0,
+            DeviceKind::Scsi => crate::scsi::EXTRA_VRINGS as u16,
+        }
+    }
+
+    /// The most request queues: every vring must fit the vhost-user queue bitmask.
+    pub fn max_request_queues(self) -> u16 {
+        MAX_VRINGS as u16 - self.extra_vrings()
+    }
 }
 
-/// The same settings as a TOML file.
-#[derive(Debug, Deserialize, Default, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    pub socket_path: Option<PathBuf>,
-    pub device: Option<DeviceKind>,
-    pub image: Option<PathBuf>,
-    pub size: Option<String>,
-    pub direct: Option<bool>,
-    pub read_only: Option<bool>,
-    pub null: Option<String>,
-    pub mem: Option<String>,
-    pub num_queues: Option<u16>,
-    pub queue_size: Option<u16>,
-    pub threads: Option<u16>,
-    pub block_size: Option<u32>,
-    pub serial: Option<String>,
-    pub stats_file: Option<PathBuf>,
-    /// `[completion]`: the MSI-X latency / coalescing model.
-    pub completion: Option<CompletionModel>,
-    /// `[topology]`: virtio-scsi targets and LUNs.
-    pub topology: Option<TopologyConfig>,
-    pub cmd_per_lun: Option<u32>,
+/// `[topology]` in the settings file (a table, or a string in the compact form), or
+/// `--topology` on the command line (the compact form).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TopologySetting {
+    /// The compact form, parsed when the settings are validated.
+    Compact(String),
+    /// A TOML table.
+    Table(TopologyConfig),
 }
 
-impl FileConfig {
+fn compact_topology(s: &str) -> Result<TopologySetting, std::convert::Infallible> {
+    Ok(TopologySetting::Compact(s.to_string()))
+}
+
+impl<'de> Deserialize<'de> for TopologySetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = TopologySetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a topology table or a compact topology string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(TopologySetting::Compact(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<Self::Value, A::Error> {
+                TopologyConfig::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+                    .map(TopologySetting::Table)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Declares the backend's options once: the struct (clap and serde read the same fields) and
+/// [`Options::or`], the merge in which the command line wins field by field.
+macro_rules! backend_options {
+    (
+        $(#[$sm:meta])*
+        pub struct $name:ident {
+            $( $(#[$fm:meta])* pub $field:ident : Option<$ty:ty>, )*
+        }
+    ) => {
+        $(#[$sm])*
+        pub struct $name {
+            $( $(#[$fm])* pub $field: Option<$ty>, )*
+        }
+
+        impl $name {
+            /// `self` (the command line) over `file`: each field set in `self` wins.
+            pub fn or(self, file: Self) -> Self {
+                Self { $( $field: self.$field.or(file.$field), )* }
+            }
+        }
+    };
+}
+
+backend_options! {
+    /// Every option of the backend, declared once: clap reads it from the command line
+    /// (`--socket-path`), serde from the settings file (`socket_path`); unknown keys are errors.
+    /// All raw and optional; [`Config::try_from`] merges and validates them.
+    #[derive(Debug, Clone, Default, PartialEq, clap::Args, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Options {
+        /// vhost-user Unix socket to listen on.
+        #[arg(long, value_name = "PATH")]
+        pub socket_path: Option<PathBuf>,
+        /// Device personality.
+        #[arg(long, value_enum)]
+        pub device: Option<DeviceKind>,
+        /// Raw image file.
+        #[arg(long, value_name = "PATH")]
+        pub image: Option<PathBuf>,
+        /// Create the image as a sparse file of this size if it does not exist.
+        #[arg(long, value_name = "SIZE")]
+        pub size: Option<String>,
+        /// Open the image with O_DIRECT.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub direct: Option<bool>,
+        /// Expose the disk read-only.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub read_only: Option<bool>,
+        /// Null storage of this size: reads return zeros, writes are dropped.
+        #[arg(long, value_name = "SIZE")]
+        pub null: Option<String>,
+        /// RAM disk of this size.
+        #[arg(long, value_name = "SIZE")]
+        pub mem: Option<String>,
+        /// Number of request queues (MSI-X vectors), 1..=64 (virtio-scsi: 1..=62).
+        #[arg(long)]
+        pub num_queues: Option<u16>,
+        /// Maximum descriptors per queue (power of two, 2..=32768).
+        #[arg(long)]
+        pub queue_size: Option<u16>,
+        /// Worker threads; queues are spread over them round-robin (default: one per queue).
+        #[arg(long)]
+        pub threads: Option<u16>,
+        /// Logical block size: 512 or 4096.
+        #[arg(long)]
+        pub block_size: Option<u32>,
+        /// Serial number returned by GET_ID (at most 20 bytes).
+        #[arg(long)]
+        pub serial: Option<String>,
+        /// Write per-queue statistics as JSON here at exit and on SIGUSR1.
+        #[arg(long, value_name = "FILE")]
+        pub stats_file: Option<PathBuf>,
+        /// virtio-scsi targets and LUNs, e.g. `targets=16,luns=1,storage=null:1G` or
+        /// `0:0=file:/a.img,3:1=mem:64M,max_target=15,inquiry_delay=2ms` (see the docs).
+        #[arg(long, value_name = "SPEC", value_parser = compact_topology)]
+        pub topology: Option<TopologySetting>,
+        /// virtio-scsi cmd_per_lun: the guest's default LUN queue depth.
+        #[arg(long)]
+        pub cmd_per_lun: Option<u32>,
+        /// `[completion]` of the settings file: the MSI-X latency / coalescing model (on the
+        /// command line, [`CompletionArgs`] sets it field by field).
+        #[arg(skip)]
+        pub completion: Option<CompletionModel>,
+    }
+}
+
+impl Options {
     /// Reads and parses a settings file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
@@ -172,6 +231,26 @@ impl FileConfig {
             reason: e.message().to_string(),
         })
     }
+
+    fn has_storage(&self) -> bool {
+        self.image.is_some() || self.null.is_some() || self.mem.is_some()
+    }
+}
+
+/// vhost-user backend standing in for a multi-queue SAS controller.
+#[derive(Debug, Parser, Default, Clone)]
+#[command(name = "vhost-blk", version, about)]
+pub struct Args {
+    #[command(flatten)]
+    pub options: Options,
+    /// Print the vhost-user capabilities JSON (QEMU's vhost-user.rst) and exit.
+    #[arg(long)]
+    pub print_capabilities: bool,
+    /// Settings file (TOML); command-line options override it.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub completion: CompletionArgs,
 }
 
 /// The validated settings the daemon runs with.
@@ -223,24 +302,20 @@ impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
     fn try_from(a: Args) -> Result<Self, ConfigError> {
-        let f = match &a.config {
-            Some(p) => FileConfig::load(p)?,
-            None => FileConfig::default(),
+        let mut f = match &a.config {
+            Some(p) => Options::load(p)?,
+            None => Options::default(),
         };
-        let socket_path = a
-            .socket_path
-            .or(f.socket_path)
-            .ok_or(ConfigError::MissingSocket)?;
-        let device = a.device.or(f.device).unwrap_or_default();
         // Storage: a command-line choice replaces the file's as a whole.
-        let cli_storage = a.image.is_some() || a.null.is_some() || a.mem.is_some();
-        let (image, null, mem, size) = if cli_storage {
-            (a.image, a.null, a.mem, a.size)
-        } else {
-            (f.image, f.null, f.mem, a.size.or(f.size))
-        };
-        let direct = a.direct || f.direct.unwrap_or(false);
-        let read_only = a.read_only || f.read_only.unwrap_or(false);
+        if a.options.has_storage() {
+            (f.image, f.null, f.mem, f.size) = (None, None, None, None);
+        }
+        let o = a.options.or(f);
+        let socket_path = o.socket_path.ok_or(ConfigError::MissingSocket)?;
+        let device = o.device.unwrap_or_default();
+        let (image, null, mem, size) = (o.image, o.null, o.mem, o.size);
+        let direct = o.direct.unwrap_or(false);
+        let read_only = o.read_only.unwrap_or(false);
         let chosen = [image.is_some(), null.is_some(), mem.is_some()]
             .iter()
             .filter(|&&b| b)
@@ -248,11 +323,12 @@ impl TryFrom<Args> for Config {
         if chosen > 1 {
             return Err(ConfigError::ConflictingStorage);
         }
-        let topology = match (&a.topology, f.topology) {
-            (Some(t), _) => {
-                Some(parse_topology(t).map_err(|e| ConfigError::Topology(e.to_string()))?)
+        let topology = match o.topology {
+            Some(TopologySetting::Compact(t)) => {
+                Some(parse_topology(&t).map_err(|e| ConfigError::Topology(e.to_string()))?)
             }
-            (None, t) => t,
+            Some(TopologySetting::Table(t)) => Some(t),
+            None => None,
         };
         if let Some(t) = &topology {
             if device != DeviceKind::Scsi {
@@ -304,9 +380,16 @@ impl TryFrom<Args> for Config {
                 return Err(ConfigError::UnalignedSize(s));
             }
         }
-        let num_queues = a.num_queues.or(f.num_queues).unwrap_or(8);
-        in_range("--num-queues", "1..=64", num_queues.into(), 1, 64)?;
-        let queue_size = a.queue_size.or(f.queue_size).unwrap_or(256);
+        let num_queues = o.num_queues.unwrap_or(8);
+        let max_queues = device.max_request_queues();
+        if !(1..=max_queues).contains(&num_queues) {
+            return Err(ConfigError::QueueCount {
+                max: max_queues,
+                extra: device.extra_vrings(),
+                got: num_queues,
+            });
+        }
+        let queue_size = o.queue_size.unwrap_or(256);
         if !queue_size.is_power_of_two() || queue_size < 2 {
             return Err(ConfigError::OutOfRange {
                 what: "--queue-size",
@@ -314,7 +397,7 @@ impl TryFrom<Args> for Config {
                 got: queue_size.into(),
             });
         }
-        let threads = a.threads.or(f.threads).unwrap_or(num_queues);
+        let threads = o.threads.unwrap_or(num_queues);
         if threads == 0 || threads > num_queues {
             return Err(ConfigError::OutOfRange {
                 what: "--threads",
@@ -322,7 +405,7 @@ impl TryFrom<Args> for Config {
                 got: threads.into(),
             });
         }
-        let block_size = a.block_size.or(f.block_size).unwrap_or(512);
+        let block_size = o.block_size.unwrap_or(512);
         if block_size != 512 && block_size != 4096 {
             return Err(ConfigError::OutOfRange {
                 what: "--block-size",
@@ -330,19 +413,16 @@ impl TryFrom<Args> for Config {
                 got: block_size.into(),
             });
         }
-        let serial = a
-            .serial
-            .or(f.serial)
-            .unwrap_or_else(|| DEFAULT_SERIAL.to_string());
+        let serial = o.serial.unwrap_or_else(|| DEFAULT_SERIAL.to_string());
         if serial.len() > 20 {
             return Err(ConfigError::SerialTooLong(serial));
         }
-        let mut completion = f.completion.unwrap_or_default();
+        let mut completion = o.completion.unwrap_or_default();
         a.completion.apply(&mut completion);
         completion
             .validate_for_queues(num_queues)
             .map_err(|e| ConfigError::Completion(e.to_string()))?;
-        let cmd_per_lun = a.cmd_per_lun.or(f.cmd_per_lun).unwrap_or(128);
+        let cmd_per_lun = o.cmd_per_lun.unwrap_or(128);
         in_range("--cmd-per-lun", "1..=1024", cmd_per_lun.into(), 1, 1024)?;
         Ok(Config {
             topology,
@@ -356,7 +436,7 @@ impl TryFrom<Args> for Config {
             threads,
             block_size,
             serial,
-            stats_file: a.stats_file.or(f.stats_file),
+            stats_file: o.stats_file,
         })
     }
 }
@@ -366,6 +446,10 @@ impl Config {
     /// `q % threads`. `first_request_queue` shifts the request queues (virtio-scsi has a
     /// control and an event queue before them, served by thread 0).
     pub fn thread_masks(&self, total_queues: usize, first_request_queue: usize) -> Vec<u64> {
+        assert!(
+            total_queues <= MAX_VRINGS,
+            "validated: every vring fits the bitmask"
+        );
         let threads = usize::from(self.threads);
         let mut masks = vec![0u64; threads];
         for q in 0..total_queues {
@@ -555,6 +639,34 @@ mod tests {
         .unwrap();
         assert!(c.topology.is_none());
         assert_eq!(c.cmd_per_lun, 128);
+    }
+
+    #[test]
+    fn queue_count_leaves_room_for_the_personalitys_vrings() {
+        let base = ["--socket-path", "s", "--null", "1G", "--num-queues"];
+        let run = |extra: &[&str]| Config::try_from(args(&[&base[..], extra].concat()));
+        assert_eq!(run(&["64"]).unwrap().num_queues, 64);
+        assert_eq!(run(&["62", "--device", "scsi"]).unwrap().num_queues, 62);
+        for n in ["63", "64"] {
+            let e = run(&[n, "--device", "scsi"]).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ConfigError::QueueCount {
+                        max: 62,
+                        extra: 2,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(text.contains("1..=62") && !text.contains('\n'), "{text}");
+        }
+        // The largest valid configuration of each device fits the u64 queue bitmask.
+        let c = run(&["62", "--device", "scsi", "--threads", "3"]).unwrap();
+        let masks = c.thread_masks(62 + 2, 2);
+        assert_eq!(masks.iter().fold(0, |a, m| a | m), u64::MAX);
     }
 
     #[test]

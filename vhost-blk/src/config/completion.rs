@@ -1,10 +1,12 @@
 //! Command-line options of the completion model, ready to `#[command(flatten)]` into the
-//! daemon's arguments. Every option overrides the same field of the settings file.
+//! daemon's arguments. Every option overrides the same field of the settings file's
+//! `[completion]` table ([`CompletionArgs::apply`]). The engine itself knows nothing of clap.
 
 use clap::Args;
 
-use super::distribution::{parse_duration_ns, Distribution};
-use super::model::{Coalesce, CompletionModel, PerfMode, VectorOverride};
+use crate::completion::{
+    parse_duration_ns, Coalesce, CompletionModel, Distribution, PerfMode, VectorOverride,
+};
 
 /// Completion latency and interrupt coalescing.
 #[derive(Debug, Clone, Default, Args, PartialEq)]
