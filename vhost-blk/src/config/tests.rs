@@ -222,3 +222,27 @@ fn thread_masks_spread_queues() {
     assert_eq!(m[0], 0b111);
     assert_eq!(m[7], 1 << 9);
 }
+
+#[test]
+fn topology_from_the_file_as_a_table_or_a_compact_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let table = "socket_path = \"s\"\ndevice = \"scsi\"\n[topology]\nmax_target = 7\n\
+                 [[topology.targets]]\nid = 3\n[[topology.targets.luns]]\nid = 0\n\
+                 storage = { kind = \"null\", size = 1048576 }\n";
+    let compact =
+        "socket_path = \"s\"\ndevice = \"scsi\"\ntopology = \"3:0=null:1M,max_target=7\"\n";
+    for text in [table, compact] {
+        std::fs::write(&cfg, text).unwrap();
+        let c = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap();
+        let t = c.topology.unwrap();
+        assert_eq!(
+            (t.targets.len(), t.targets[0].id, t.max_target),
+            (1, 3, Some(7))
+        );
+    }
+    std::fs::write(&cfg, "socket_path = \"s\"\n[topology]\nbogus = 1\n").unwrap();
+    let e = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap_err();
+    assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
+    assert!(e.to_string().contains("bogus"), "{e}");
+}
