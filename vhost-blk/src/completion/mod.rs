@@ -3,8 +3,9 @@
 //! Device-free: it takes opaque items and CLOCK_MONOTONIC times in nanoseconds and returns
 //! decisions ([`Poll`]: what was published, whether to signal, when to poll again), reporting
 //! each one as it is taken to an [`EngineSink`] supplied by the caller. It knows nothing of
-//! virtio, blk, SCSI, statistics or the command line: it depends only on [`crate::units`]. Each queue worker owns one
-//! [`VectorEngine`] (no sharing, no lock across queues) plus one [`DeadlineTimer`].
+//! virtio, blk, SCSI, statistics or the command line: it depends only on [`crate::units`].
+//! Each queue worker owns one [`VectorEngine`] (no sharing, no lock across queues) plus one
+//! [`DeadlineTimer`].
 //!
 //! # Timing model
 //! For each request, in one vector (queue):
