@@ -11,13 +11,12 @@ use vhost::vhost_user::Listener;
 use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 
-use crate::backend::{BackendOptions, DeviceBackend, Personality};
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
-use crate::queue::SharedStats;
-use crate::scsi::target::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+use crate::device::{BackendOptions, DeviceBackend, Personality, RequestKind, SharedStats};
+use crate::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use crate::scsi::{ScsiOptions, ScsiPersonality};
-use crate::stats::{DeviceStats, QueueStats, StatsExporter};
+use crate::stats::{DeviceStats, QueueStats, RequestNames, StatsExporter};
 use crate::storage::StorageError;
 
 /// Errors that stop the daemon.
@@ -211,10 +210,10 @@ struct StatsRegistry {
 }
 
 impl StatsRegistry {
-    fn new(n: usize, model: String, file: Option<&Path>) -> Self {
+    fn new(n: usize, names: RequestNames, model: String, file: Option<&Path>) -> Self {
         Self {
             queues: (0..n)
-                .map(|q| Arc::new(Mutex::new(QueueStats::new(q as u16))))
+                .map(|q| Arc::new(Mutex::new(QueueStats::new(q as u16, names))))
                 .collect(),
             model,
             exporter: file.map(StatsExporter::new),
@@ -255,6 +254,7 @@ fn serve<P: Personality>(
     let control = Arc::new(Control::default());
     let stats = StatsRegistry::new(
         personality.num_queues(),
+        <P::Kind as RequestKind>::NAMES,
         config.completion.to_string(),
         config.stats_file.as_deref(),
     );

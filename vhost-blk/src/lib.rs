@@ -1,16 +1,27 @@
 //! vhost-blk: a vhost-user backend that stands in for a multi-queue SAS controller.
 //!
-//! Layers, bottom up: [`storage`] (positional vectored I/O), the device personalities
-//! (virtio-blk and virtio-scsi) and the vhost-user plumbing that serves them.
+//! Rooms, bottom up (each imports only rooms listed before it):
+//! - [`units`]: sizes and durations as typed (one parser each, one rule for zero);
+//! - [`storage`]: positional vectored I/O on files, RAM and null disks;
+//! - [`completion`]: the MSI-X latency / coalescing engine, device-free (`units` only);
+//! - [`stats`]: per-queue counters and histograms, JSON export (nothing from the crate);
+//! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
+//!   chains to guest buffers (`completion`, `stats`);
+//! - [`blk`], [`scsi`]: the two personalities (`device`, `storage`; `scsi::topology` also
+//!   `units`);
+//! - [`config`]: command line and settings file, validated into a `Config`;
+//! - [`daemon`]: the socket, signals and connections; `main` runs it.
+//!
+//! [`frontend`] is an in-process vhost-user frontend for the tests and `vhost-blk-bench`; it
+//! uses nothing of the backend.
 
-pub mod backend;
 pub mod blk;
-pub mod chain;
 pub mod completion;
 pub mod config;
 pub mod daemon;
+pub mod device;
 pub mod frontend;
-pub mod queue;
 pub mod scsi;
 pub mod stats;
 pub mod storage;
+pub mod units;

@@ -22,7 +22,7 @@ fn main() {
         }
     };
     if args.print_capabilities {
-        let ty = match args.device.unwrap_or_default() {
+        let ty = match args.options.device.unwrap_or_default() {
             DeviceKind::Blk => "block",
             DeviceKind::Scsi => "scsi",
         };

@@ -1,20 +1,20 @@
 //! The virtio-blk personality: features, configuration space and request handling.
+//!
+//! [`BlkPersonality`] holds the disk and its settings; `personality.rs` implements the device
+//! layer's [`crate::device::Personality`] for it, `request.rs` answers one chain (header, data,
+//! status), `config_space.rs` lays out `struct virtio_blk_config`.
 
 mod config_space;
+mod personality;
 mod request;
 
-use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use virtio_bindings::virtio_blk::*;
-use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
-use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
-
 pub use config_space::{BlkConfigSpace, CONFIG_LEN, WRITEBACK_OFFSET};
-pub use request::{BlkStatus, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
+pub use request::{BlkKind, BlkStatus, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
 
-use crate::backend::{Chain, Outcome, Personality};
+use crate::device::ChainLimits;
 use crate::storage::Storage;
 
 /// Largest data payload of one request: seg_max segments of size_max bytes.
@@ -55,14 +55,9 @@ impl BlkPersonality {
         }
     }
 
-    fn seg_max(&self) -> u32 {
-        // Two descriptors go to the header and the status byte.
-        u32::from(self.opts.queue_size).saturating_sub(2).max(1)
-    }
-
-    /// Largest chain, in bytes, that the device accepts.
-    fn max_chain_bytes(&self) -> u64 {
-        u64::from(self.seg_max()) * u64::from(SIZE_MAX) + 64 * 1024
+    /// The chains the device accepts (`seg_max` of them go in the configuration space).
+    fn limits(&self) -> ChainLimits {
+        ChainLimits::new(self.opts.queue_size, SIZE_MAX)
     }
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
@@ -71,89 +66,5 @@ impl BlkPersonality {
 
     fn writeback(&self) -> bool {
         self.writeback.load(Ordering::Relaxed)
-    }
-}
-
-impl Personality for BlkPersonality {
-    fn name(&self) -> &'static str {
-        "virtio-blk"
-    }
-
-    fn num_queues(&self) -> usize {
-        usize::from(self.opts.num_queues)
-    }
-
-    fn first_request_queue(&self) -> usize {
-        0
-    }
-
-    fn features(&self) -> u64 {
-        let mut f = 1u64 << VIRTIO_F_VERSION_1
-            | 1 << VIRTIO_RING_F_EVENT_IDX
-            | 1 << VIRTIO_RING_F_INDIRECT_DESC
-            | 1 << VIRTIO_BLK_F_SIZE_MAX
-            | 1 << VIRTIO_BLK_F_SEG_MAX
-            | 1 << VIRTIO_BLK_F_BLK_SIZE
-            | 1 << VIRTIO_BLK_F_TOPOLOGY
-            | 1 << VIRTIO_BLK_F_FLUSH
-            | 1 << VIRTIO_BLK_F_CONFIG_WCE
-            | 1 << VIRTIO_BLK_F_MQ;
-        if self.storage.read_only() {
-            f |= 1 << VIRTIO_BLK_F_RO;
-        } else {
-            f |= 1 << VIRTIO_BLK_F_DISCARD | 1 << VIRTIO_BLK_F_WRITE_ZEROES;
-        }
-        f
-    }
-
-    fn acked_features(&self, features: u64) {
-        self.acked.store(features, Ordering::Relaxed);
-    }
-
-    fn config_space(&self) -> Vec<u8> {
-        let lbs_sectors = self.opts.block_size / 512;
-        BlkConfigSpace {
-            capacity_sectors: self.storage.size() / 512,
-            size_max: SIZE_MAX,
-            seg_max: self.seg_max(),
-            blk_size: self.opts.block_size,
-            physical_block_exp: 0,
-            min_io_size: lbs_sectors as u16,
-            opt_io_size: 0,
-            writeback: self.writeback(),
-            num_queues: self.opts.num_queues,
-            max_discard_sectors: MAX_DISCARD_SECTORS,
-            max_discard_seg: MAX_DISCARD_SEG,
-            discard_sector_alignment: lbs_sectors,
-            max_write_zeroes_sectors: MAX_DISCARD_SECTORS,
-            max_write_zeroes_seg: MAX_DISCARD_SEG,
-            write_zeroes_may_unmap: true,
-        }
-        .to_bytes()
-    }
-
-    fn set_config(&self, offset: u32, data: &[u8]) -> io::Result<()> {
-        // Only the writeback byte is writable, and only with CONFIG_WCE.
-        let wce = self.acked.load(Ordering::Relaxed) & (1 << VIRTIO_BLK_F_CONFIG_WCE) != 0;
-        if offset as usize == WRITEBACK_OFFSET && data.len() == 1 && wce {
-            let wb = data[0] != 0;
-            self.writeback.store(wb, Ordering::Relaxed);
-            tracing::info!(writeback = wb, "guest switched the cache mode");
-            if !wb {
-                self.storage
-                    .flush()
-                    .map_err(|e| io::Error::other(e.to_string()))?;
-            }
-            return Ok(());
-        }
-        Err(io::Error::from_raw_os_error(libc::EINVAL))
-    }
-
-    fn reset(&self) {
-        self.writeback.store(true, Ordering::Relaxed);
-    }
-
-    fn process(&self, _queue: usize, chain: Chain) -> Outcome {
-        request::handle(self, chain)
     }
 }

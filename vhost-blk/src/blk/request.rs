@@ -8,8 +8,7 @@
 use virtio_bindings::virtio_blk::*;
 
 use super::{BlkPersonality, ID_LEN, MAX_DISCARD_SECTORS, MAX_DISCARD_SEG};
-use crate::backend::{Chain, Outcome, RequestKind};
-use crate::chain::{Desc, GuestBufs};
+use crate::device::{guest_bufs, Chain, GuestBufs, Outcome, RequestKind};
 use crate::storage::StorageError;
 
 /// Length of `struct virtio_blk_outhdr`.
@@ -17,6 +16,46 @@ pub const HEADER_LEN: usize = 16;
 /// Length of `struct virtio_blk_discard_write_zeroes`.
 pub const DISCARD_SEG_LEN: usize = 16;
 const SECTOR: u64 = 512;
+
+/// virtio-blk request types, as the statistics count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlkKind {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    WriteZeroes,
+    GetId,
+    Other,
+    /// A request that could not be parsed or failed.
+    Error,
+}
+
+impl RequestKind for BlkKind {
+    const NAMES: &'static [&'static str] = &[
+        "read",
+        "write",
+        "flush",
+        "discard",
+        "write_zeroes",
+        "get_id",
+        "other",
+        "error",
+    ];
+    const ERROR: Self = BlkKind::Error;
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn payload(self, bytes: u64) -> (u64, u64) {
+        match self {
+            BlkKind::Read => (bytes, 0),
+            BlkKind::Write => (0, bytes),
+            _ => (0, 0),
+        }
+    }
+}
 
 /// The status byte written at the end of the chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +97,12 @@ struct Done {
     status: BlkStatus,
     /// Bytes written into the data-in part (not counting the status byte).
     data_in: usize,
-    kind: RequestKind,
+    kind: BlkKind,
     bytes: u64,
 }
 
 impl Done {
-    fn err(status: BlkStatus, kind: RequestKind) -> Self {
+    fn err(status: BlkStatus, kind: BlkKind) -> Self {
         Self {
             status,
             data_in: 0,
@@ -74,25 +113,14 @@ impl Done {
 }
 
 /// Handles one chain.
-pub fn handle(p: &BlkPersonality, chain: Chain<'_>) -> Outcome {
-    let mem = chain.memory();
-    let descs = chain.clone().map(|d| Desc {
-        addr: d.addr().0,
-        len: d.len(),
-        writable: d.is_write_only(),
-    });
-    let max_descs = usize::from(p.opts.queue_size).max(1) + 2;
-    let mut bufs = match GuestBufs::new(mem, descs, p.max_chain_bytes(), max_descs) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::debug!("refused chain {}: {e}", chain.head_index());
-            return refuse_chain_without_bufs();
-        }
+pub fn handle(p: &BlkPersonality, chain: Chain<'_>) -> Outcome<BlkKind> {
+    let Some(mut bufs) = guest_bufs(&chain, &p.limits()) else {
+        return Outcome::unanswered();
     };
     if bufs.writable_len() == 0 {
         // No room for a status byte: nothing can be reported. Return the buffer unused.
         tracing::debug!("chain {} has no status byte", chain.head_index());
-        return refuse_chain_without_bufs();
+        return Outcome::unanswered();
     }
     let done = execute(p, &mut bufs);
     let status_at = bufs.writable_len() - 1;
@@ -100,21 +128,12 @@ pub fn handle(p: &BlkPersonality, chain: Chain<'_>) -> Outcome {
     let kind = if done.status == BlkStatus::Ok {
         done.kind
     } else {
-        RequestKind::Error
+        BlkKind::Error
     };
     Outcome::Complete {
         used_len: (done.data_in + 1) as u32,
         kind,
         bytes: done.bytes,
-        extra_delay_ns: 0,
-    }
-}
-
-fn refuse_chain_without_bufs() -> Outcome {
-    Outcome::Complete {
-        used_len: 0,
-        kind: RequestKind::Error,
-        bytes: 0,
         extra_delay_ns: 0,
     }
 }
@@ -134,7 +153,7 @@ fn byte_range(sector: u64, len: u64, capacity: u64) -> Option<u64> {
 fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
     let mut hdr = [0u8; HEADER_LEN];
     if !bufs.read_readable(0, &mut hdr) {
-        return Done::err(BlkStatus::IoErr, RequestKind::Error);
+        return Done::err(BlkStatus::IoErr, BlkKind::Error);
     }
     let h = RequestHeader::parse(&hdr);
     let storage = p.storage();
@@ -143,7 +162,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
     let data_out_len = bufs.readable_len() - HEADER_LEN;
     match h.type_ {
         VIRTIO_BLK_T_IN => {
-            let kind = RequestKind::Read;
+            let kind = BlkKind::Read;
             if data_out_len != 0 || data_in_len as u64 % SECTOR != 0 {
                 return Done::err(BlkStatus::IoErr, kind);
             }
@@ -162,7 +181,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_OUT => {
-            let kind = RequestKind::Write;
+            let kind = BlkKind::Write;
             if storage.read_only() || data_in_len != 0 || data_out_len as u64 % SECTOR != 0 {
                 return Done::err(BlkStatus::IoErr, kind);
             }
@@ -188,7 +207,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_FLUSH => {
-            let kind = RequestKind::Flush;
+            let kind = BlkKind::Flush;
             if storage.read_only() {
                 return Done {
                     status: BlkStatus::Ok,
@@ -208,7 +227,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_GET_ID => {
-            let kind = RequestKind::GetId;
+            let kind = BlkKind::GetId;
             let mut id = [0u8; ID_LEN];
             let s = p.opts.serial.as_bytes();
             let n = s.len().min(ID_LEN);
@@ -223,7 +242,7 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
             }
         }
         VIRTIO_BLK_T_DISCARD | VIRTIO_BLK_T_WRITE_ZEROES => discard_or_zero(p, bufs, h.type_),
-        _ => Done::err(BlkStatus::Unsupp, RequestKind::Other),
+        _ => Done::err(BlkStatus::Unsupp, BlkKind::Other),
     }
 }
 
@@ -231,9 +250,9 @@ fn execute(p: &BlkPersonality, bufs: &mut GuestBufs<'_>) -> Done {
 fn discard_or_zero(p: &BlkPersonality, bufs: &GuestBufs<'_>, type_: u32) -> Done {
     let zeroes = type_ == VIRTIO_BLK_T_WRITE_ZEROES;
     let kind = if zeroes {
-        RequestKind::WriteZeroes
+        BlkKind::WriteZeroes
     } else {
-        RequestKind::Discard
+        BlkKind::Discard
     };
     let storage = p.storage();
     let data_len = bufs.readable_len() - HEADER_LEN;
@@ -316,8 +335,12 @@ mod tests {
     }
 
     /// Builds a chain of `descs` (addr, len, flags) in a mock queue and runs it.
-    fn run(p: &BlkPersonality, mem: &GuestMemoryMmap, descs: &[(u64, u32, u16)]) -> Outcome {
-        let chain = crate::chain::mock_chain(mem, descs);
+    fn run(
+        p: &BlkPersonality,
+        mem: &GuestMemoryMmap,
+        descs: &[(u64, u32, u16)],
+    ) -> Outcome<BlkKind> {
+        let chain = crate::device::chain::mock_chain(mem, descs);
         handle(p, chain)
     }
 
@@ -359,7 +382,7 @@ mod tests {
                 o,
                 Outcome::Complete {
                     used_len: 1,
-                    kind: RequestKind::Write,
+                    kind: BlkKind::Write,
                     ..
                 }
             ),
@@ -382,7 +405,7 @@ mod tests {
                 o,
                 Outcome::Complete {
                     used_len: 1025,
-                    kind: RequestKind::Read,
+                    kind: BlkKind::Read,
                     ..
                 }
             ),
@@ -403,7 +426,7 @@ mod tests {
         assert!(matches!(
             o,
             Outcome::Complete {
-                kind: RequestKind::Write,
+                kind: BlkKind::Write,
                 ..
             }
         ));
@@ -504,7 +527,7 @@ mod tests {
             o,
             Outcome::Complete {
                 used_len: 0,
-                kind: RequestKind::Error,
+                kind: BlkKind::Error,
                 bytes: 0,
                 extra_delay_ns: 0
             }

@@ -22,8 +22,10 @@ use rand::Rng;
 use rand_distr::Distribution as _;
 use thiserror::Error;
 
+use crate::units::{self, UnitError, Zero};
+
 /// Largest value any distribution parameter may take (60 s): beyond that a guest times out anyway.
-pub const MAX_NS: u64 = 60_000_000_000;
+pub const MAX_NS: u64 = units::MAX_DURATION_NS;
 
 /// 99th percentile of the standard normal distribution.
 const Z99: f64 = 2.326_347_874_040_841;
@@ -31,16 +33,19 @@ const Z99: f64 = 2.326_347_874_040_841;
 /// A parse or validation error of a duration or distribution string.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum DistributionError {
-    #[error("empty duration")]
+    #[error("{}", UnitError::EmptyDuration)]
     EmptyDuration,
-    #[error("duration `{0}` needs a unit (ns, us, ms, s)")]
+    #[error("{}", UnitError::MissingUnit(.0.clone()))]
     MissingUnit(String),
-    #[error("duration `{0}`: unknown unit (use ns, us, ms or s)")]
+    #[error("{}", UnitError::UnknownUnit(.0.clone()))]
     UnknownUnit(String),
-    #[error("duration `{0}` is not a non-negative number")]
+    #[error("{}", UnitError::BadNumber(.0.clone()))]
     BadNumber(String),
-    #[error("duration `{0}` exceeds the 60 s limit")]
+    #[error("{}", UnitError::TooLarge(.0.clone()))]
     TooLarge(String),
+    /// Another unit error (a zero where none is allowed).
+    #[error(transparent)]
+    Unit(UnitError),
     #[error("unknown distribution `{0}` (use fixed, uniform, normal, lognormal, exp or table)")]
     UnknownKind(String),
     #[error("`{kind}` expects {expected}, got `{got}`")]
@@ -63,6 +68,19 @@ pub enum DistributionError {
     TableNotMonotone(String),
     #[error("table: the last point must be p100")]
     TableNoP100,
+}
+
+impl From<UnitError> for DistributionError {
+    fn from(e: UnitError) -> Self {
+        match e {
+            UnitError::EmptyDuration => DistributionError::EmptyDuration,
+            UnitError::MissingUnit(s) => DistributionError::MissingUnit(s),
+            UnitError::UnknownUnit(s) => DistributionError::UnknownUnit(s),
+            UnitError::BadNumber(s) => DistributionError::BadNumber(s),
+            UnitError::TooLarge(s) => DistributionError::TooLarge(s),
+            e => DistributionError::Unit(e),
+        }
+    }
 }
 
 /// A distribution of non-negative latencies in nanoseconds.
@@ -89,45 +107,13 @@ impl Default for Distribution {
     }
 }
 
-/// Parses a duration such as `0`, `250ns`, `50us`, `1.5ms` or `2s` into nanoseconds.
+/// Parses a duration such as `0`, `250ns`, `50us`, `1.5ms` or `2s` into nanoseconds (zero
+/// allowed; see [`crate::units`]).
 pub fn parse_duration_ns(s: &str) -> Result<u64, DistributionError> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err(DistributionError::EmptyDuration);
-    }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| DistributionError::BadNumber(s.to_string()))?;
-    let scale = match unit.trim() {
-        "" if value == 0.0 => 1.0,
-        "" => return Err(DistributionError::MissingUnit(s.to_string())),
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(DistributionError::UnknownUnit(s.to_string())),
-    };
-    let ns = (value * scale).round();
-    if !ns.is_finite() || ns > MAX_NS as f64 {
-        return Err(DistributionError::TooLarge(s.to_string()));
-    }
-    Ok(ns as u64)
+    Ok(units::parse_duration_ns(s, Zero::Allowed)?)
 }
 
-/// Formats nanoseconds with the largest unit that keeps the value exact.
-pub fn format_ns(ns: u64) -> String {
-    match ns {
-        0 => "0".to_string(),
-        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
-        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
-        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
-        n => format!("{n}ns"),
-    }
-}
+pub use crate::units::format_ns;
 
 fn parse_shape(what: &'static str, s: &str) -> Result<f64, DistributionError> {
     match s.trim().parse::<f64>() {

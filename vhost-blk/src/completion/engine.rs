@@ -8,7 +8,6 @@ use rand_chacha::ChaCha8Rng;
 
 use super::distribution::Distribution;
 use super::model::{Coalesce, CompletionModel, VectorSettings};
-use crate::stats::QueueStats;
 
 /// Stream roles within one vector (see [`stream_rng`]).
 const ROLE_SERVICE: u64 = 0;
@@ -25,6 +24,20 @@ pub fn stream_rng(seed: u64, vector: u16, role: u64) -> ChaCha8Rng {
     rng.set_stream(u64::from(vector) * 2 + role);
     rng
 }
+
+/// Where the engine reports the decisions it takes, as they happen (the device layer feeds its
+/// statistics from them). Every method has an empty default, so `&mut ()` ignores them.
+pub trait EngineSink {
+    /// An item was published `service_ns` after it was submitted.
+    fn on_publish(&mut self, _service_ns: u64) {}
+    /// An interrupt at `now_ns` covered the completions published at the times in `published`
+    /// (oldest first); `error_ns` is the signal time minus the interrupt's due time.
+    fn on_interrupt(&mut self, _published: &[u64], _now_ns: u64, _error_ns: i128) {}
+    /// A pending item was dropped without being published (device reset).
+    fn on_discard(&mut self) {}
+}
+
+impl EngineSink for () {}
 
 /// What [`VectorEngine::poll`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,8 +236,8 @@ impl<T> VectorEngine<T> {
         None
     }
 
-    fn publish_one(&mut self, now: u64, p: Pending<T>, stats: &mut QueueStats) -> T {
-        stats.on_publish(now.saturating_sub(p.submitted));
+    fn publish_one(&mut self, now: u64, p: Pending<T>, sink: &mut impl EngineSink) -> T {
+        sink.on_publish(now.saturating_sub(p.submitted));
         if let Some(g) = &mut self.gate {
             g.count += 1;
         }
@@ -261,9 +274,9 @@ impl<T> VectorEngine<T> {
         Some(due)
     }
 
-    fn signal(&mut self, now: u64, due: u64, stats: &mut QueueStats) {
+    fn signal(&mut self, now: u64, due: u64, sink: &mut impl EngineSink) {
         let error = now as i128 - due as i128;
-        stats.on_interrupt(&self.batch.published, now, error);
+        sink.on_interrupt(&self.batch.published, now, error);
         self.batch.published.clear();
         self.batch.full_at = None;
     }
@@ -273,7 +286,7 @@ impl<T> VectorEngine<T> {
     pub fn poll(
         &mut self,
         now_ns: u64,
-        stats: &mut QueueStats,
+        sink: &mut impl EngineSink,
         mut publish: impl FnMut(T),
     ) -> Poll {
         if let Some(g) = &mut self.gate {
@@ -281,7 +294,7 @@ impl<T> VectorEngine<T> {
         }
         let mut published = 0;
         while let Some(p) = self.pop_if(|d| d <= now_ns) {
-            let item = self.publish_one(now_ns, p, stats);
+            let item = self.publish_one(now_ns, p, sink);
             publish(item);
             published += 1;
         }
@@ -289,7 +302,7 @@ impl<T> VectorEngine<T> {
         let mut next = self.next_service_deadline();
         if let Some(due) = self.batch_due() {
             if now_ns >= due {
-                self.signal(now_ns, due, stats);
+                self.signal(now_ns, due, sink);
                 signal = true;
             } else {
                 next = Some(next.map_or(due, |n| n.min(due)));
@@ -307,18 +320,18 @@ impl<T> VectorEngine<T> {
     pub fn flush(
         &mut self,
         now_ns: u64,
-        stats: &mut QueueStats,
+        sink: &mut impl EngineSink,
         mut publish: impl FnMut(T),
     ) -> Poll {
         let mut published = 0;
         while let Some(p) = self.pop_if(|_| true) {
-            let item = self.publish_one(now_ns, p, stats);
+            let item = self.publish_one(now_ns, p, sink);
             publish(item);
             published += 1;
         }
         let due = self.batch_due();
         if let Some(due) = due {
-            self.signal(now_ns, due, stats);
+            self.signal(now_ns, due, sink);
         }
         Poll {
             published,
@@ -329,9 +342,9 @@ impl<T> VectorEngine<T> {
 
     /// Drops every pending item without publishing it (device reset): each is handed to `dropped`;
     /// published-but-unsignalled completions are forgotten.
-    pub fn discard(&mut self, stats: &mut QueueStats, mut dropped: impl FnMut(T)) {
+    pub fn discard(&mut self, sink: &mut impl EngineSink, mut dropped: impl FnMut(T)) {
         while let Some(p) = self.pop_if(|_| true) {
-            stats.on_discard();
+            sink.on_discard();
             dropped(p.item);
         }
         self.batch.published.clear();

@@ -1,8 +1,11 @@
 //! The MSI-X completion-latency and interrupt-coalescing engine.
 //!
 //! Device-free: it takes opaque items and CLOCK_MONOTONIC times in nanoseconds and returns
-//! decisions; it knows nothing of virtio, blk or SCSI. Each queue worker owns one
-//! [`VectorEngine`] (no sharing, no lock across queues) plus one [`DeadlineTimer`].
+//! decisions ([`Poll`]: what was published, whether to signal, when to poll again), reporting
+//! each one as it is taken to an [`EngineSink`] supplied by the caller. It knows nothing of
+//! virtio, blk, SCSI, statistics or the command line: it depends only on [`crate::units`].
+//! Each queue worker owns one [`VectorEngine`] (no sharing, no lock across queues) plus one
+//! [`DeadlineTimer`].
 //!
 //! # Timing model
 //! For each request, in one vector (queue):
@@ -52,11 +55,12 @@
 //! slack does not apply to a timerfd; [`timer::set_current_thread_timer_slack`] is for workers
 //! that sleep on epoll timeouts instead.)
 //!
-//! Worker loop sketch: on a request: `stats.on_request`, do the I/O, `submit(now_ns(), item, 0)`,
-//! then `poll(now_ns(), ..)`; on a timer wake: `drain`, `spin_until(deadline)`, `poll`; after every
-//! poll: on `signal` write the call eventfd; `arm(next)` or `disarm()`.
+//! Worker loop sketch: on a request: do the I/O, `submit(now_ns(), item, 0)`, then
+//! `poll(now_ns(), sink, ..)`; on a timer wake: `drain`, `spin_until(deadline)`, `poll`; after
+//! every poll: on `signal` write the call eventfd; `arm(next)` or `disarm()`. The sink (in this
+//! crate, the device layer's adapter over the queue's statistics) sees every publication,
+//! interrupt and discard.
 
-pub mod cli;
 pub mod distribution;
 pub mod engine;
 pub mod model;
@@ -65,8 +69,7 @@ pub mod timer;
 #[cfg(test)]
 mod tests;
 
-pub use cli::CompletionArgs;
 pub use distribution::{parse_duration_ns, Distribution, DistributionError};
-pub use engine::{Poll, VectorEngine};
+pub use engine::{EngineSink, Poll, VectorEngine};
 pub use model::{Coalesce, CompletionModel, ModelError, PerfMode, VectorOverride, VectorSettings};
 pub use timer::{now_ns, DeadlineTimer, TimerError};

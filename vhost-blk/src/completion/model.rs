@@ -173,32 +173,7 @@ pub struct VectorOverride {
     pub coalesce: Option<Coalesce>,
 }
 
-impl VectorOverride {
-    /// Parses the CLI form `VECTOR:key=value;key=value`, e.g.
-    /// `3:msix=1ms;service=normal:100us,20us;coalesce=8/50us`.
-    pub fn parse_cli(s: &str) -> Result<(u16, VectorOverride), ModelError> {
-        let bad = || ModelError::BadOverride(s.to_string());
-        let (vector, rest) = s.split_once(':').ok_or_else(bad)?;
-        let vector: u16 = vector.trim().parse().map_err(|_| bad())?;
-        let mut ov = VectorOverride::default();
-        for kv in rest.split(';').filter(|kv| !kv.trim().is_empty()) {
-            let (key, value) = kv.split_once('=').ok_or_else(bad)?;
-            let field = |name: &str| format!("vector {vector} {name}");
-            match key.trim() {
-                "service" => ov.service = Some(parse_dist(&field("service"), value)?),
-                "msix" => ov.msix = Some(parse_dist(&field("msix"), value)?),
-                "coalesce" => ov.coalesce = Some(value.parse()?),
-                _ => return Err(bad()),
-            }
-        }
-        if ov == VectorOverride::default() {
-            return Err(bad());
-        }
-        Ok((vector, ov))
-    }
-}
-
-fn parse_dist(field: &str, value: &str) -> Result<Distribution, ModelError> {
+pub(crate) fn parse_dist(field: &str, value: &str) -> Result<Distribution, ModelError> {
     value.parse().map_err(|source| ModelError::Distribution {
         field: field.to_string(),
         source,

@@ -3,11 +3,87 @@
 use super::engine::stream_rng;
 use super::model::PRESET_COALESCE;
 use super::*;
-use crate::stats::{QueueStats, RequestKind};
 use rand::RngCore;
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
+
+/// Values recorded by [`Recorder`], with the aggregates the tests look at.
+#[derive(Debug, Default)]
+struct Values(Vec<u64>);
+
+impl Values {
+    fn min(&self) -> Option<u64> {
+        self.0.iter().copied().min()
+    }
+    fn max(&self) -> Option<u64> {
+        self.0.iter().copied().max()
+    }
+}
+
+/// An [`EngineSink`] that keeps what the engine reported (the tests' view of its decisions).
+#[derive(Debug, Default)]
+struct Recorder {
+    requests: u64,
+    published: u64,
+    discarded: u64,
+    service: Values,
+    irq_delay: Values,
+    irq_error: Values,
+    per_irq: Values,
+    timing: (u64, u64, u64),
+}
+
+impl EngineSink for Recorder {
+    fn on_publish(&mut self, service_ns: u64) {
+        self.published += 1;
+        self.service.0.push(service_ns);
+    }
+    fn on_interrupt(&mut self, published: &[u64], now_ns: u64, error_ns: i128) {
+        self.per_irq.0.push(published.len() as u64);
+        self.irq_delay
+            .0
+            .extend(published.iter().map(|&t| now_ns.saturating_sub(t)));
+        self.irq_error.0.push(error_ns.unsigned_abs() as u64);
+        match error_ns {
+            e if e < 0 => self.timing.0 += 1,
+            0 => self.timing.1 += 1,
+            _ => self.timing.2 += 1,
+        }
+    }
+    fn on_discard(&mut self) {
+        self.discarded += 1;
+    }
+}
+
+impl Recorder {
+    /// A request was handed to the engine (counted for `in_flight`).
+    fn on_request(&mut self) {
+        self.requests += 1;
+    }
+    fn in_flight(&self) -> u64 {
+        self.requests - self.published - self.discarded
+    }
+    fn interrupts(&self) -> u64 {
+        self.per_irq.0.len() as u64
+    }
+    fn irq_delay(&self) -> &Values {
+        &self.irq_delay
+    }
+    fn irq_error(&self) -> &Values {
+        &self.irq_error
+    }
+    fn service(&self) -> &Values {
+        &self.service
+    }
+    fn completions_per_irq(&self) -> &Values {
+        &self.per_irq
+    }
+    /// (early, on time, late) interrupt counts.
+    fn irq_timing(&self) -> (u64, u64, u64) {
+        self.timing
+    }
+}
 
 #[derive(Debug, Default, PartialEq)]
 struct Schedule {
@@ -19,13 +95,9 @@ struct Schedule {
 
 /// Drives one engine through `submits` (time, extra delay), polling exactly at every submission and
 /// every deadline the engine asks for, as a worker with a perfect timer would.
-fn simulate(
-    model: &CompletionModel,
-    vector: u16,
-    submits: &[(u64, u64)],
-) -> (Schedule, QueueStats) {
+fn simulate(model: &CompletionModel, vector: u16, submits: &[(u64, u64)]) -> (Schedule, Recorder) {
     let mut engine = VectorEngine::new(model, vector);
-    let mut stats = QueueStats::new(vector);
+    let mut stats = Recorder::default();
     let mut sched = Schedule::default();
     let mut next_deadline: Option<u64> = None;
     let mut i = 0;
@@ -39,7 +111,7 @@ fn simulate(
             },
         };
         while i < submits.len() && submits[i].0 == now {
-            stats.on_request(RequestKind::Read, 4096);
+            stats.on_request();
             engine.submit(now, i, submits[i].1);
             i += 1;
         }
@@ -114,8 +186,11 @@ fn vector_override_applies_to_that_vector_only() {
         msix: "10us".parse().unwrap(),
         ..CompletionModel::default()
     };
-    let (v, ov) = VectorOverride::parse_cli("3:msix=1ms").unwrap();
-    model.overrides.insert(v, ov);
+    let ov = VectorOverride {
+        msix: Some("1ms".parse().unwrap()),
+        ..VectorOverride::default()
+    };
+    model.overrides.insert(3, ov);
     model.validate_for_queues(8).unwrap();
     let submits = every(50, 5 * MS);
     for (vector, expect) in [(2u16, 10 * US), (3, MS)] {
@@ -197,9 +272,9 @@ fn passthrough_publishes_and_signals_at_once() {
     let model = CompletionModel::default();
     let mut engine = VectorEngine::new(&model, 0);
     assert!(engine.is_passthrough());
-    let mut stats = QueueStats::new(0);
+    let mut stats = Recorder::default();
     for t in [5u64, 5, 17] {
-        stats.on_request(RequestKind::Write, 512);
+        stats.on_request();
         engine.submit(t, t, 0);
         let mut got = Vec::new();
         let p = engine.poll(t, &mut stats, |x| got.push(x));
@@ -217,7 +292,7 @@ fn passthrough_publishes_and_signals_at_once() {
 fn publishes_in_deadline_order_fifo_among_equal() {
     let model = CompletionModel::default();
     let mut engine = VectorEngine::new(&model, 0);
-    let mut stats = QueueStats::new(0);
+    let mut stats = Recorder::default();
     engine.submit(0, 'a', 100);
     engine.submit(0, 'b', 50);
     engine.submit(0, 'c', 100);
@@ -325,9 +400,9 @@ fn flush_signals_early_and_discard_drops() {
         ..CompletionModel::default()
     };
     let mut engine = VectorEngine::new(&model, 0);
-    let mut stats = QueueStats::new(0);
+    let mut stats = Recorder::default();
     for i in 0..3 {
-        stats.on_request(RequestKind::Read, 4096);
+        stats.on_request();
         engine.submit(0, i, 0);
     }
     let p = engine.poll(10 * US, &mut stats, |_| {});
@@ -335,14 +410,14 @@ fn flush_signals_early_and_discard_drops() {
         (p.published, p.signal, p.next_deadline_ns),
         (3, false, Some(1010 * US))
     );
-    stats.on_request(RequestKind::Read, 4096);
+    stats.on_request();
     engine.submit(20 * US, 9, 0);
     let mut got = Vec::new();
     let p = engine.flush(20 * US, &mut stats, |x| got.push(x));
     assert_eq!((got, p.signal), (vec![9], true));
     assert_eq!(stats.irq_timing(), (1, 0, 0));
     assert_eq!(stats.irq_error().max(), Some(990 * US));
-    stats.on_request(RequestKind::Read, 4096);
+    stats.on_request();
     engine.submit(30 * US, 10, 0);
     let mut dropped = Vec::new();
     engine.discard(&mut stats, |x| dropped.push(x));
@@ -414,33 +489,7 @@ fn model_from_toml() {
 }
 
 #[test]
-fn cli_forms_parse_and_reject() {
-    let (v, ov) = VectorOverride::parse_cli("5:service=normal:100us,20us;coalesce=8/50us").unwrap();
-    assert_eq!(v, 5);
-    assert_eq!(
-        ov.service,
-        Some(Distribution::Normal {
-            mean: 100 * US,
-            sd: 20 * US
-        })
-    );
-    assert_eq!(
-        ov.coalesce,
-        Some(Coalesce {
-            max_batch: 8,
-            max_delay_ns: 50 * US
-        })
-    );
-    for bad in [
-        "5",
-        "x:msix=1ms",
-        "5:",
-        "5:speed=1ms",
-        "5:msix=1",
-        "5:coalesce=0/1us",
-    ] {
-        assert!(VectorOverride::parse_cli(bad).is_err(), "accepted {bad}");
-    }
+fn perf_modes_parse_and_reject() {
     assert_eq!("iops".parse::<PerfMode>(), Ok(PerfMode::Iops));
     assert!("fast".parse::<PerfMode>().is_err());
 }
@@ -455,11 +504,11 @@ fn real_clock_worker_loop_is_never_early() {
     };
     model.validate().unwrap();
     let mut engine = VectorEngine::new(&model, 0);
-    let mut stats = QueueStats::new(0);
+    let mut stats = Recorder::default();
     let mut timer = DeadlineTimer::new(model.spin_ns).unwrap();
     let mut signals = 0;
     for i in 0..20u32 {
-        stats.on_request(RequestKind::Read, 4096);
+        stats.on_request();
         engine.submit(now_ns(), i, 0);
         let mut poll = engine.poll(now_ns(), &mut stats, |_| {});
         while let Some(deadline) = poll.next_deadline_ns {

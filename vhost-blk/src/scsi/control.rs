@@ -10,9 +10,9 @@
 
 use virtio_bindings::virtio_scsi::*;
 
-use super::target::{decode_virtio_lun, Topology};
-use super::virtio::{chain_bufs, unanswerable, ScsiPersonality};
-use crate::backend::{Chain, Outcome, RequestKind};
+use super::emulation::{decode_virtio_lun, Topology};
+use super::virtio::ScsiKind;
+use crate::device::{guest_bufs, Chain, ChainLimits, Outcome};
 
 /// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
 pub const TMF_REQ_LEN: usize = 24;
@@ -67,38 +67,38 @@ pub fn an_response(topology: &Topology, lun: &[u8; 8]) -> (u32, u8) {
 }
 
 /// Handles one chain of the control queue.
-pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
-    let Some(bufs) = chain_bufs(p, &chain) else {
-        return unanswerable();
+pub(crate) fn handle(topology: &Topology, limits: &ChainLimits, chain: Chain) -> Outcome<ScsiKind> {
+    let Some(bufs) = guest_bufs(&chain, limits) else {
+        return Outcome::unanswered();
     };
     let mut type_ = [0u8; 4];
     if !bufs.read_readable(0, &mut type_) {
-        return unanswerable();
+        return Outcome::unanswered();
     }
     let (req_len, resp_len) = match u32::from_le_bytes(type_) {
         VIRTIO_SCSI_T_TMF => (TMF_REQ_LEN, TMF_RESP_LEN),
         VIRTIO_SCSI_T_AN_QUERY | VIRTIO_SCSI_T_AN_SUBSCRIBE => (AN_REQ_LEN, AN_RESP_LEN),
         t => {
             tracing::debug!(type_ = t, "unknown control request type");
-            return unanswerable();
+            return Outcome::unanswered();
         }
     };
     let mut req = vec![0u8; req_len];
     if bufs.writable_len() < resp_len || !bufs.read_readable(0, &mut req) {
         tracing::debug!("control chain {} is too short", chain.head_index());
-        return unanswerable();
+        return Outcome::unanswered();
     }
     let resp: Vec<u8> = if req_len == TMF_REQ_LEN {
         let subtype = u32::from_le_bytes([req[4], req[5], req[6], req[7]]);
         let mut lun = [0u8; 8];
         lun.copy_from_slice(&req[8..16]);
-        let r = tmf_response(p.topology(), subtype, &lun);
+        let r = tmf_response(topology, subtype, &lun);
         tracing::debug!(subtype, response = r, "task management function");
         vec![r]
     } else {
         let mut lun = [0u8; 8];
         lun.copy_from_slice(&req[4..12]);
-        let (actual, r) = an_response(p.topology(), &lun);
+        let (actual, r) = an_response(topology, &lun);
         let mut b = actual.to_le_bytes().to_vec();
         b.push(r);
         b
@@ -106,7 +106,7 @@ pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
     bufs.write_writable(0, &resp);
     Outcome::Complete {
         used_len: resp.len() as u32,
-        kind: RequestKind::Tmf,
+        kind: ScsiKind::Tmf,
         bytes: 0,
         extra_delay_ns: 0,
     }
@@ -115,8 +115,8 @@ pub(crate) fn handle(p: &ScsiPersonality, chain: Chain) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scsi::target::encode_virtio_lun;
-    use crate::scsi::virtio::tests::{mem, personality, run, F_WRITE, REQ, RESP};
+    use crate::scsi::emulation::encode_virtio_lun;
+    use crate::scsi::tests::{mem, personality, run, F_WRITE, REQ, RESP};
     use vm_memory::{Bytes, GuestAddress};
 
     fn tmf_req(subtype: u32, lun: [u8; 8]) -> Vec<u8> {
@@ -181,7 +181,7 @@ mod tests {
                 o,
                 Outcome::Complete {
                     used_len: 1,
-                    kind: RequestKind::Tmf,
+                    kind: ScsiKind::Tmf,
                     ..
                 }
             ),
@@ -216,18 +216,18 @@ mod tests {
         // Short request, missing response, unknown type, type cut short.
         assert_eq!(
             run(&p, &m, 0, &[(REQ, 20, 0), (RESP, 1, F_WRITE)]),
-            unanswerable()
+            Outcome::unanswered()
         );
-        assert_eq!(run(&p, &m, 0, &[(REQ, 24, 0)]), unanswerable());
+        assert_eq!(run(&p, &m, 0, &[(REQ, 24, 0)]), Outcome::unanswered());
         assert_eq!(
             run(&p, &m, 0, &[(REQ, 2, 0), (RESP, 1, F_WRITE)]),
-            unanswerable()
+            Outcome::unanswered()
         );
         m.write_slice(&77u32.to_le_bytes(), GuestAddress(REQ))
             .unwrap();
         assert_eq!(
             run(&p, &m, 0, &[(REQ, 24, 0), (RESP, 1, F_WRITE)]),
-            unanswerable()
+            Outcome::unanswered()
         );
     }
 }

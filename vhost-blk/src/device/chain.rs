@@ -11,10 +11,55 @@
 use std::io::{IoSlice, IoSliceMut};
 
 use smallvec::SmallVec;
+use virtio_queue::DescriptorChain;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 /// Guest memory as the backend maps it (no dirty-page bitmap).
 pub type GuestMemoryMmapT = GuestMemoryMmap<()>;
+/// A descriptor chain popped from a vring. It borrows the guest memory the worker loaded for
+/// the drain (no reference count is taken per request).
+pub type Chain<'m> = DescriptorChain<&'m GuestMemoryMmapT>;
+
+/// The largest chain a personality accepts, from what it advertises: `seg_max` data segments
+/// (the queue size less the two descriptors of header and status/response) of `size_max`
+/// bytes, plus 64 KiB for headers; at most queue size + 2 descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainLimits {
+    /// Data segments per request (advertised as `seg_max`).
+    pub seg_max: u32,
+    /// Most bytes in one chain.
+    pub max_bytes: u64,
+    /// Most descriptors in one chain.
+    pub max_descs: usize,
+}
+
+impl ChainLimits {
+    pub fn new(queue_size: u16, size_max: u32) -> Self {
+        let seg_max = u32::from(queue_size).saturating_sub(2).max(1);
+        Self {
+            seg_max,
+            max_bytes: u64::from(seg_max) * u64::from(size_max) + 64 * 1024,
+            max_descs: usize::from(queue_size).max(1) + 2,
+        }
+    }
+}
+
+/// The validated buffers of `chain`, or `None` (logged) when it is malformed. The one place a
+/// descriptor chain becomes guest buffers.
+pub fn guest_bufs<'c>(chain: &'c Chain<'_>, limits: &ChainLimits) -> Option<GuestBufs<'c>> {
+    let descs = chain.clone().map(|d| Desc {
+        addr: d.addr().0,
+        len: d.len(),
+        writable: d.is_write_only(),
+    });
+    match GuestBufs::new(chain.memory(), descs, limits.max_bytes, limits.max_descs) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::debug!("refused chain {}: {e}", chain.head_index());
+            None
+        }
+    }
+}
 
 /// Why a chain was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -282,10 +327,7 @@ impl Iterator for Ranges<'_> {
 /// Test helper: puts `descs` (address, length, flags; NEXT is added between them) into a mock
 /// split queue in `mem` and pops the chain, as a worker would.
 #[cfg(test)]
-pub(crate) fn mock_chain<'m>(
-    mem: &'m GuestMemoryMmapT,
-    descs: &[(u64, u32, u16)],
-) -> crate::backend::Chain<'m> {
+pub(crate) fn mock_chain<'m>(mem: &'m GuestMemoryMmapT, descs: &[(u64, u32, u16)]) -> Chain<'m> {
     use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
     use virtio_queue::QueueT;
     const F_NEXT: u16 = 1;

@@ -16,54 +16,33 @@
 //!
 //! `SPEC` is `null:SIZE`, `mem:SIZE`, `file:PATH` or `file:PATH@SIZE` (created sparse with that
 //! size if missing). `SIZE` is bytes with an optional binary suffix `K`, `M`, `G` or `T`.
-//! `DUR` is a number with `us`, `ms` or `s`. Paths cannot contain commas; use the TOML form for
+//! `DUR` is a number with `ns`, `us`, `ms` or `s` (kept in whole microseconds). Paths cannot contain commas; use the TOML form for
 //! per-LUN options. Examples: `targets=16,luns=1,storage=null:1G`;
 //! `0:0=file:/var/tmp/a.img,3:0=null:1G,3:1=mem:64M,max_target=15,inquiry_delay=2ms`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::config::{
+use super::{
     IdentityOverrides, LunConfig, ScanLatency, TargetConfig, TopologyConfig, TopologyError,
 };
 use crate::storage::StorageSpec;
+use crate::units::{self, Zero};
 
 fn err(msg: impl Into<String>) -> TopologyError {
     TopologyError::Parse(msg.into())
 }
 
-/// Parses a size such as `4096`, `64M` or `1G`.
-pub fn parse_size(s: &str) -> Result<u64, TopologyError> {
-    let (num, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
-        Some(b'K') => (&s[..s.len() - 1], 10),
-        Some(b'M') => (&s[..s.len() - 1], 20),
-        Some(b'G') => (&s[..s.len() - 1], 30),
-        Some(b'T') => (&s[..s.len() - 1], 40),
-        _ => (s, 0),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| err(format!("bad size {s:?} (use e.g. 4096, 64M, 1G)")))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| err(format!("size {s:?} is too large")))
+/// A storage size (zero is refused), see [`crate::units`].
+fn parse_size(s: &str) -> Result<u64, TopologyError> {
+    units::parse_size(s, Zero::Rejected).map_err(|e| err(e.to_string()))
 }
 
-/// Parses a duration such as `250us`, `2ms` or `1s` into microseconds.
-pub fn parse_duration_us(s: &str) -> Result<u64, TopologyError> {
-    let bad = || err(format!("bad duration {s:?} (use e.g. 250us, 2ms, 1s)"));
-    let (num, mul) = if let Some(n) = s.strip_suffix("us") {
-        (n, 1)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1_000)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1_000_000)
-    } else {
-        return Err(bad());
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mul))
-        .ok_or_else(bad)
+/// A scan latency in microseconds (zero allowed), see [`crate::units`].
+fn parse_duration_us(s: &str) -> Result<u64, TopologyError> {
+    units::parse_duration_ns(s, Zero::Allowed)
+        .map(|ns| ns / 1_000)
+        .map_err(|e| err(e.to_string()))
 }
 
 /// Parses a storage spec: `null:SIZE`, `mem:SIZE`, `file:PATH` or `file:PATH@SIZE`.

@@ -8,11 +8,17 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
-use vhost_user_backend::VringT;
+use vhost_user_backend::{VringRwLock, VringT};
+use vm_memory::GuestMemoryAtomic;
 
-use crate::backend::Vring;
-use crate::completion::{now_ns, CompletionModel, DeadlineTimer, Poll, VectorEngine};
-use crate::stats::{QueueStats, RequestKind};
+use super::chain::GuestMemoryMmapT;
+use crate::completion::{now_ns, CompletionModel, DeadlineTimer, EngineSink, Poll, VectorEngine};
+use crate::stats::QueueStats;
+
+/// Guest memory shared with the vhost-user handler.
+pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;
+/// One vring.
+pub type Vring = VringRwLock<GuestMem>;
 
 /// Chains popped from a ring under one lock, and completions handed to the engine before it
 /// is polled, while a ring is being drained.
@@ -22,6 +28,21 @@ pub const BATCH: usize = 32;
 /// writes them; the exporter locks briefly to take a snapshot.
 pub type SharedStats = Arc<Mutex<QueueStats>>;
 
+/// Feeds a queue's statistics from the decisions its engine reports.
+struct StatsSink<'a>(&'a mut QueueStats);
+
+impl EngineSink for StatsSink<'_> {
+    fn on_publish(&mut self, service_ns: u64) {
+        self.0.on_publish(service_ns);
+    }
+    fn on_interrupt(&mut self, published: &[u64], now_ns: u64, error_ns: i128) {
+        self.0.on_interrupt(published, now_ns, error_ns);
+    }
+    fn on_discard(&mut self) {
+        self.0.on_discard();
+    }
+}
+
 /// A completion waiting in the engine: descriptor head and used length.
 type Item = (u16, u32);
 
@@ -30,8 +51,10 @@ type Item = (u16, u32);
 #[derive(Debug, Clone, Copy)]
 struct Finished {
     item: Item,
-    kind: RequestKind,
-    bytes: u64,
+    /// Index of the request's kind in the personality's names.
+    kind: usize,
+    read: u64,
+    written: u64,
     extra_ns: u64,
     /// When its I/O finished (CLOCK_MONOTONIC).
     at_ns: u64,
@@ -58,7 +81,7 @@ fn hand_over(
     stats: &mut QueueStats,
 ) {
     for f in finished.drain(..) {
-        stats.on_request(f.kind, f.bytes);
+        stats.on_request(f.kind, f.read, f.written);
         engine.submit(f.at_ns, f.item, f.extra_ns);
     }
 }
@@ -117,14 +140,16 @@ impl QueueState {
         &mut self,
         head: u16,
         used_len: u32,
-        kind: RequestKind,
-        bytes: u64,
+        kind: usize,
+        read: u64,
+        written: u64,
         extra_ns: u64,
     ) {
         self.finished.push(Finished {
             item: (head, used_len),
             kind,
-            bytes,
+            read,
+            written,
             extra_ns,
             at_ns: now_ns(),
         });
@@ -142,7 +167,8 @@ impl QueueState {
         let poll = {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             hand_over(&mut self.finished, &mut self.engine, &mut stats);
-            self.engine.poll(now, &mut stats, |it| out.push(it))
+            self.engine
+                .poll(now, &mut StatsSink(&mut stats), |it| out.push(it))
         };
         self.apply(poll, &mut out, event_idx);
         self.published = out;
@@ -202,7 +228,8 @@ impl QueueState {
         let poll = {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             hand_over(&mut self.finished, &mut self.engine, &mut stats);
-            self.engine.flush(now_ns(), &mut stats, |it| out.push(it))
+            self.engine
+                .flush(now_ns(), &mut StatsSink(&mut stats), |it| out.push(it))
         };
         self.apply(poll, &mut out, event_idx);
         self.published = out;
@@ -216,7 +243,7 @@ impl QueueState {
     pub fn reset(&mut self) {
         {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-            self.engine.discard(&mut stats, |_| {});
+            self.engine.discard(&mut StatsSink(&mut stats), |_| {});
         }
         self.arm(None);
         self.vring = None;

@@ -15,6 +15,9 @@
 //! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
 //! the throughput per backend CPU-second.
 
+mod args;
+mod report;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,110 +25,15 @@ use std::time::Duration;
 use clap::Parser;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 
 use std::sync::atomic::Ordering;
-use vhost_blk::completion::{now_ns, parse_duration_ns};
+use vhost_blk::completion::now_ns;
 use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, FrontendError, QueueHandle};
-use vhost_blk::stats::{CountSummary, Hist, LatencySummary};
+use vhost_blk::stats::Hist;
+
+use args::{Args, Pattern};
+use report::{line, report_of, Report};
 use vm_memory::{Bytes, GuestAddress};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Pattern {
-    Read,
-    Write,
-    RandRead,
-    RandWrite,
-    Flush,
-    /// Random reads with this percentage, random writes otherwise.
-    Mix(u8),
-}
-
-fn parse_pattern(s: &str) -> Result<Pattern, String> {
-    Ok(match s {
-        "read" => Pattern::Read,
-        "write" => Pattern::Write,
-        "randread" => Pattern::RandRead,
-        "randwrite" => Pattern::RandWrite,
-        "flush" => Pattern::Flush,
-        _ => match s.strip_prefix("mix:").map(str::parse::<u8>) {
-            Some(Ok(p)) if p <= 100 => Pattern::Mix(p),
-            _ => {
-                return Err(format!(
-                    "`{s}`: expected read, write, randread, randwrite, flush or mix:READ_PERCENT"
-                ))
-            }
-        },
-    })
-}
-
-fn parse_size(s: &str) -> Result<u32, String> {
-    let (num, mult) = match s.trim().to_ascii_lowercase() {
-        t if t.ends_with('k') => (t[..t.len() - 1].to_string(), 1024),
-        t if t.ends_with('m') => (t[..t.len() - 1].to_string(), 1 << 20),
-        t => (t, 1),
-    };
-    match num.parse::<u32>().ok().and_then(|n| n.checked_mul(mult)) {
-        Some(n) if n > 0 && n % 512 == 0 && n <= 1 << 20 => Ok(n),
-        _ => Err(format!("`{s}`: a multiple of 512 up to 1m, e.g. 4k")),
-    }
-}
-
-fn parse_duration(s: &str) -> Result<u64, String> {
-    match parse_duration_ns(s) {
-        Ok(0) => Err("must be greater than 0".to_string()),
-        Ok(ns) => Ok(ns),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Load generator for vhost-user-blk backends.
-#[derive(Debug, Parser)]
-#[command(name = "vhost-blk-bench", version, about)]
-struct Args {
-    /// The backend's vhost-user socket.
-    #[arg(long, value_name = "PATH")]
-    socket: PathBuf,
-    /// Queues to drive (the backend must have at least this many).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    queues: u16,
-    /// Requests in flight per queue.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    qd: u16,
-    /// Threads; queue i is driven by thread i % threads (default: one per queue).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
-    threads: Option<u16>,
-    /// read, write, randread, randwrite, flush or mix:READ_PERCENT.
-    #[arg(long, default_value = "randread", value_parser = parse_pattern)]
-    rw: Pattern,
-    /// Request size.
-    #[arg(long, default_value = "4k", value_parser = parse_size)]
-    bs: u32,
-    /// Measured run length.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    duration: u64,
-    /// Run this long first without recording.
-    #[arg(long, default_value = "0", value_parser = parse_duration_ns)]
-    ramp: u64,
-    /// Spin instead of sleeping and measure the used-entry-to-interrupt delay.
-    #[arg(long)]
-    measure_irq: bool,
-    /// Descriptors per ring (at least qd * 3 without indirect descriptors).
-    #[arg(long, default_value_t = 256)]
-    queue_size: u16,
-    /// Do not negotiate VIRTIO_RING_F_EVENT_IDX.
-    #[arg(long)]
-    no_event_idx: bool,
-    /// Seed of the offsets.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Report this process's CPU time (the backend) over the measured run.
-    #[arg(long, value_name = "PID")]
-    backend_pid: Option<u32>,
-    /// Also write the results as JSON here.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-}
 
 #[derive(Debug, thiserror::Error)]
 enum BenchError {
@@ -397,68 +305,6 @@ fn cpu_seconds(pid: u32) -> Result<f64, BenchError> {
     Ok((ticks(11) + ticks(12)) as f64 / hz)
 }
 
-#[derive(Serialize)]
-struct QueueReport {
-    queue: Option<u16>,
-    ops: u64,
-    errors: u64,
-    iops: f64,
-    mib_per_s: f64,
-    interrupts: u64,
-    latency_us: LatencySummary,
-    irq_delay_us: Option<LatencySummary>,
-    completions_per_irq: Option<CountSummary>,
-}
-
-#[derive(Serialize)]
-struct Report {
-    socket: PathBuf,
-    rw: String,
-    bs: u32,
-    queues: u16,
-    qd: u16,
-    threads: u16,
-    seconds: f64,
-    measure_irq: bool,
-    backend_cpu_seconds: Option<f64>,
-    ops_per_backend_cpu_second: Option<f64>,
-    per_queue: Vec<QueueReport>,
-    total: QueueReport,
-}
-
-fn report_of(r: &QueueResult, queue: Option<u16>, secs: f64, measure_irq: bool) -> QueueReport {
-    QueueReport {
-        queue,
-        ops: r.ops,
-        errors: r.errors,
-        iops: r.ops as f64 / secs,
-        mib_per_s: r.bytes as f64 / secs / f64::from(1 << 20),
-        interrupts: r.interrupts,
-        latency_us: LatencySummary::of(&r.latency),
-        irq_delay_us: measure_irq.then(|| LatencySummary::of(&r.irq_delay)),
-        completions_per_irq: measure_irq.then(|| CountSummary::of(&r.per_irq)),
-    }
-}
-
-fn line(r: &QueueReport) -> String {
-    let name = r.queue.map_or("total".to_string(), |q| format!("q{q}"));
-    let l = &r.latency_us;
-    let mut s = format!(
-        "{name:>5}: {:>9.0} IOPS {:>8.1} MiB/s  lat us p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}  irqs {}",
-        r.iops, r.mib_per_s, l.p50, l.p90, l.p99, l.p999, l.max, r.interrupts
-    );
-    if let Some(d) = &r.irq_delay_us {
-        s += &format!(
-            "  irq-delay us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
-            d.p50, d.p90, d.p99, d.max
-        );
-    }
-    if r.errors > 0 {
-        s += &format!("  ERRORS {}", r.errors);
-    }
-    s
-}
-
 fn run(args: &Args) -> Result<Report, BenchError> {
     let per_slot = u64::from(args.bs) + 4096 + 64;
     let opts = ConnectOptions {
@@ -590,22 +436,4 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn option_parsers() {
-        assert_eq!(parse_pattern("mix:70"), Ok(Pattern::Mix(70)));
-        assert!(parse_pattern("mix:170").is_err() && parse_pattern("randrw").is_err());
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("1m"), Ok(1 << 20));
-        assert!(
-            parse_size("1000").is_err() && parse_size("2m").is_err() && parse_size("0").is_err()
-        );
-        assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
-        assert!(parse_duration("0").is_err());
-    }
 }

@@ -1,4 +1,5 @@
-//! A SCSI target layer that knows nothing of virtio, tested on byte buffers.
+//! SCSI emulation: a target layer that knows nothing of virtio (nor of settings files), tested
+//! on byte buffers.
 //!
 //! A [`Topology`] holds targets `0..=max_target`; each present [`Target`] holds LUNs, each LUN
 //! ([`Lun`]) a [`Storage`]. [`Target::execute`] runs one CDB against one LUN with the
@@ -25,8 +26,7 @@
 
 mod capacity;
 pub mod cdb;
-pub mod compact;
-pub mod config;
+pub mod identity;
 mod inquiry;
 mod io;
 pub mod lun_addr;
@@ -40,7 +40,7 @@ pub mod sense;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use std::collections::BTreeMap;
 use std::io::{IoSlice, IoSliceMut};
@@ -50,9 +50,9 @@ use std::time::Duration;
 
 use crate::storage::{Storage, StorageError};
 
-pub use config::{
-    Identity, IdentityError, IdentityOverrides, LunConfig, LunError, ScanLatency, TargetConfig,
-    TopologyConfig, TopologyError,
+pub use identity::{
+    Identity, IdentityError, LunError, ScanLatency, DEFAULT_PRODUCT, DEFAULT_REVISION,
+    DEFAULT_VENDOR, MAX_LUN_ID, MAX_TARGET_ID,
 };
 pub use lun_addr::{decode_virtio_lun, encode_virtio_lun, LunAddrError, VirtioLun};
 pub use sense::{Sense, SenseKey, CHECK_CONDITION, GOOD};
@@ -434,39 +434,5 @@ impl Topology {
     /// Present targets, ascending.
     pub fn targets(&self) -> impl Iterator<Item = &Target> + '_ {
         self.targets.iter().flatten()
-    }
-
-    /// Builds a topology from its configuration, opening every storage.
-    pub fn from_config(cfg: &TopologyConfig) -> Result<Self, TopologyError> {
-        cfg.validate()?;
-        let mut topo = Topology::new(cfg.effective_max_target() as u8);
-        topo.set_scan_latency(cfg.scan_latency);
-        for t in &cfg.targets {
-            let tid = t.id as u8;
-            let mut target = Target::new(tid, t.scan_latency.unwrap_or(cfg.scan_latency));
-            for l in &t.luns {
-                let storage = l.storage.open().map_err(|source| TopologyError::Storage {
-                    target: t.id,
-                    lun: l.id,
-                    source,
-                })?;
-                let options = LunOptions {
-                    block_size: l.block_size,
-                    read_only: l.read_only,
-                    thin_provisioning: l.thin_provisioning,
-                    write_cache: l.write_cache,
-                };
-                let lun = Lun::new(l.id, storage, options, cfg.identity_of(tid, l)).map_err(
-                    |source| TopologyError::Lun {
-                        target: t.id,
-                        lun: l.id,
-                        source,
-                    },
-                )?;
-                target.insert_lun(lun);
-            }
-            topo.insert(target);
-        }
-        Ok(topo)
     }
 }

@@ -1,7 +1,7 @@
 //! INQUIRY: standard data and the VPD pages 0x00, 0x80, 0x83, 0xB0, 0xB1, 0xB2.
 
 use super::cdb::be16;
-use super::config::{DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR};
+use super::identity::{DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR};
 use super::sense::{self, Sense};
 use super::{Cmd, Lun, MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS};
 

@@ -1,7 +1,6 @@
 //! Tests of the dispatch, topology and robustness against random guest input.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -71,74 +70,6 @@ fn absent_lun_answers_only_scan_commands() {
     let (r, d) = run_in(&t, 9, &inq, 96);
     assert_good(&r);
     assert_eq!(d[0], 0x7f);
-}
-
-#[test]
-fn topology_lookup_and_resolve() {
-    let cfg = compact::parse_topology("0:0=mem:1M,3:0=null:1G,3:2=null:1M,max_target=7").unwrap();
-    let topo = Topology::from_config(&cfg).unwrap();
-    assert_eq!(topo.max_target(), 7);
-    assert_eq!(topo.max_lun(), 2);
-    assert!(topo.target(0).is_some());
-    assert!(topo.target(1).is_none());
-    assert!(topo.target(8).is_none());
-    assert!(topo.target(u16::MAX).is_none());
-    let t3 = topo.target(3).unwrap();
-    assert_eq!(t3.lun_ids().collect::<Vec<_>>(), vec![0, 2]);
-    assert_eq!(t3.lun(0).unwrap().blocks(), (1 << 30) / 512);
-    // Serial and WWN differ per LUN.
-    let (a, b) = (t3.lun(0).unwrap().identity(), t3.lun(2).unwrap().identity());
-    assert_ne!((a.wwn, &a.serial), (b.wwn, &b.serial));
-    let (t, l) = topo.resolve(&encode_virtio_lun(3, 2)).unwrap();
-    assert_eq!((t.id(), l), (3, 2));
-    assert!(topo.resolve(&encode_virtio_lun(2, 0)).is_none());
-    assert!(topo.resolve(&[0, 3, 0x40, 0, 0, 0, 0, 0]).is_none());
-    assert_eq!(topo.targets().count(), 2);
-}
-
-#[test]
-fn topology_build_errors() {
-    let cfg = compact::parse_topology("0:0=file:/nonexistent/dir/x.img").unwrap();
-    let e = Topology::from_config(&cfg).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            TopologyError::Storage {
-                target: 0,
-                lun: 0,
-                ..
-            }
-        ),
-        "{e}"
-    );
-}
-
-#[test]
-fn scan_latency_is_returned_not_slept() {
-    let cfg =
-        compact::parse_topology("0:0=null:1M,inquiry_delay=3ms,report_luns_delay=7ms").unwrap();
-    let topo = Topology::from_config(&cfg).unwrap();
-    let t = topo.target(0).unwrap();
-    let mut inq = cdb(INQUIRY, 6);
-    inq[4] = 36;
-    let start = std::time::Instant::now();
-    let (r, _) = run_in(t, 5, &inq, 36);
-    assert!(start.elapsed() < Duration::from_millis(3));
-    assert_eq!(r.delay, Some(Duration::from_millis(3)));
-    let mut rl = cdb(REPORT_LUNS, 12);
-    rl[9] = 64;
-    assert_eq!(
-        run_in(t, 0, &rl, 64).0.delay,
-        Some(Duration::from_millis(7))
-    );
-    assert_eq!(run_in(t, 0, &cdb(TEST_UNIT_READY, 6), 0).0.delay, None);
-    assert_eq!(run_in(t, 0, &cdb(READ_CAPACITY_10, 10), 8).0.delay, None);
-    assert_eq!(
-        topo.absent_target_delay(&inq),
-        Some(Duration::from_millis(3))
-    );
-    assert_eq!(topo.absent_target_delay(&cdb(READ_10, 10)), None);
-    assert_eq!(topo.absent_target_delay(&[]), None);
 }
 
 #[test]

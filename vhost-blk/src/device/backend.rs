@@ -1,4 +1,4 @@
-//! The vhost-user device: one `VhostUserBackend` generic over a device [`Personality`].
+//! The vhost-user backend: one `VhostUserBackend` generic over a device [`Personality`].
 //!
 //! Queues are served by worker threads created by vhost-user-backend (one per queue by
 //! default, see `Config::thread_masks`). Each queue has its own state behind its own mutex,
@@ -14,75 +14,19 @@ use std::sync::{Arc, Mutex};
 use smallvec::SmallVec;
 
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
-use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
-use virtio_queue::{DescriptorChain, QueueT};
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
+use vhost_user_backend::{VhostUserBackend, VringT};
+use virtio_queue::QueueT;
+use vm_memory::GuestAddressSpace;
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
-use crate::chain::GuestMemoryMmapT;
+use super::chain::Chain;
+use super::chain::GuestMemoryMmapT;
+use super::personality::{Outcome, Personality, RequestKind};
+use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
 use crate::completion::CompletionModel;
-use crate::queue::{QueueState, SharedStats, BATCH};
-pub use crate::stats::RequestKind;
-
-/// Guest memory shared with the vhost-user handler.
-pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;
-/// One vring.
-pub type Vring = VringRwLock<GuestMem>;
-/// A descriptor chain popped from a vring. It borrows the guest memory the worker loaded for
-/// the drain (no reference count is taken per request).
-pub type Chain<'m> = DescriptorChain<&'m GuestMemoryMmapT>;
-
-/// What became of one request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Put `used_len` in the used ring for this chain (after the completion model's delay).
-    Complete {
-        used_len: u32,
-        /// Request type, for statistics.
-        kind: RequestKind,
-        /// Payload bytes moved.
-        bytes: u64,
-        /// Extra delay before completion asked by the device (e.g. slow SCSI discovery).
-        extra_delay_ns: u64,
-    },
-    /// The device keeps the buffer for later (virtio-scsi event queue).
-    Held,
-}
-
-/// A device personality (virtio-blk, virtio-scsi): features, config space, queue layout and
-/// request handling. Implementations are shared by all queue workers (`&self`).
-pub trait Personality: Send + Sync + 'static {
-    /// Short name for logs.
-    fn name(&self) -> &'static str;
-    /// Number of vrings (all kinds).
-    fn num_queues(&self) -> usize;
-    /// Index of the first request queue (virtio-scsi: 2; virtio-blk: 0). Queues from there on
-    /// are MSI-X "vectors" for the completion model.
-    fn first_request_queue(&self) -> usize;
-    /// Virtio feature bits offered (without VHOST_USER_F_PROTOCOL_FEATURES).
-    fn features(&self) -> u64;
-    /// The driver acknowledged these features.
-    fn acked_features(&self, _features: u64) {}
-    /// Device configuration space.
-    fn config_space(&self) -> Vec<u8>;
-    /// The driver wrote `data` at `offset` of the configuration space.
-    fn set_config(&self, _offset: u32, _data: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-    /// Device reset: forget negotiated state and held buffers.
-    fn reset(&self) {}
-    /// Handles one chain from vring `queue`. Must not panic on any guest input.
-    fn process(&self, queue: usize, chain: Chain<'_>) -> Outcome;
-    /// Whether a completion on `queue` must not reach the guest before the completions the
-    /// request queues' completion models still hold (virtio-scsi: a task management function
-    /// is answered only after the commands it covers have completed).
-    fn completes_after_requests(&self, _queue: usize) -> bool {
-        false
-    }
-}
 
 /// Settings of the vhost-user layer.
 #[derive(Debug, Clone)]
@@ -114,6 +58,7 @@ impl<P: Personality> DeviceBackend<P> {
         stats: &[SharedStats],
     ) -> Self {
         let n = personality.num_queues();
+        assert!(n <= super::MAX_VRINGS, "validated by the configuration");
         let thread_queues = opts
             .thread_masks
             .iter()
@@ -188,7 +133,8 @@ impl<P: Personality> DeviceBackend<P> {
                         if self.personality.completes_after_requests(q) {
                             self.flush_request_queues(q, event_idx);
                         }
-                        state.submit(head, used_len, kind, bytes, extra_delay_ns);
+                        let (read, written) = kind.payload(bytes);
+                        state.submit(head, used_len, kind.index(), read, written, extra_delay_ns);
                     }
                 }
                 state.publish(event_idx);

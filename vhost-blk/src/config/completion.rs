@@ -1,10 +1,14 @@
 //! Command-line options of the completion model, ready to `#[command(flatten)]` into the
-//! daemon's arguments. Every option overrides the same field of the settings file.
+//! daemon's arguments. Every option overrides the same field of the settings file's
+//! `[completion]` table ([`CompletionArgs::apply`]). The engine itself knows nothing of clap.
 
 use clap::Args;
 
-use super::distribution::{parse_duration_ns, Distribution};
-use super::model::{Coalesce, CompletionModel, PerfMode, VectorOverride};
+use crate::completion::model::parse_dist;
+use crate::completion::{
+    parse_duration_ns, Coalesce, CompletionModel, Distribution, ModelError, PerfMode,
+    VectorOverride,
+};
 
 /// Completion latency and interrupt coalescing.
 #[derive(Debug, Clone, Default, Args, PartialEq)]
@@ -33,11 +37,34 @@ pub struct CompletionArgs {
     pub perf_mode: Option<PerfMode>,
     /// Per-vector settings, repeatable: VECTOR:key=value;... (keys service, msix, coalesce),
     /// e.g. `3:msix=1ms`.
-    #[arg(long, value_name = "SPEC", value_parser = VectorOverride::parse_cli)]
+    #[arg(long, value_name = "SPEC", value_parser = parse_vector_override)]
     pub vector_override: Vec<(u16, VectorOverride)>,
     /// balanced: a queue coalesces while its completion rate reaches this (per second).
     #[arg(long, value_name = "IOPS")]
     pub balanced_threshold_iops: Option<u64>,
+}
+
+/// Parses `--vector-override VECTOR:key=value;key=value`, e.g.
+/// `3:msix=1ms;service=normal:100us,20us;coalesce=8/50us`.
+pub fn parse_vector_override(s: &str) -> Result<(u16, VectorOverride), ModelError> {
+    let bad = || ModelError::BadOverride(s.to_string());
+    let (vector, rest) = s.split_once(':').ok_or_else(bad)?;
+    let vector: u16 = vector.trim().parse().map_err(|_| bad())?;
+    let mut ov = VectorOverride::default();
+    for kv in rest.split(';').filter(|kv| !kv.trim().is_empty()) {
+        let (key, value) = kv.split_once('=').ok_or_else(bad)?;
+        let field = |name: &str| format!("vector {vector} {name}");
+        match key.trim() {
+            "service" => ov.service = Some(parse_dist(&field("service"), value)?),
+            "msix" => ov.msix = Some(parse_dist(&field("msix"), value)?),
+            "coalesce" => ov.coalesce = Some(value.parse()?),
+            _ => return Err(bad()),
+        }
+    }
+    if ov == VectorOverride::default() {
+        return Err(bad());
+    }
+    Ok((vector, ov))
 }
 
 impl CompletionArgs {
@@ -87,6 +114,8 @@ impl CompletionArgs {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    const US: u64 = 1_000;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -156,6 +185,36 @@ mod tests {
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn vector_override_forms_parse_and_reject() {
+        let (v, ov) = parse_vector_override("5:service=normal:100us,20us;coalesce=8/50us").unwrap();
+        assert_eq!(v, 5);
+        assert_eq!(
+            ov.service,
+            Some(Distribution::Normal {
+                mean: 100 * US,
+                sd: 20 * US
+            })
+        );
+        assert_eq!(
+            ov.coalesce,
+            Some(Coalesce {
+                max_batch: 8,
+                max_delay_ns: 50 * US
+            })
+        );
+        for bad in [
+            "5",
+            "x:msix=1ms",
+            "5:",
+            "5:speed=1ms",
+            "5:msix=1",
+            "5:coalesce=0/1us",
+        ] {
+            assert!(parse_vector_override(bad).is_err(), "accepted {bad}");
         }
     }
 }

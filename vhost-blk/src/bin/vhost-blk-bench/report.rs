@@ -1,0 +1,75 @@
+//! What the bench reports: per-queue and total results, as JSON and as text lines.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use vhost_blk::stats::{CountSummary, LatencySummary};
+
+use super::QueueResult;
+
+#[derive(Serialize)]
+pub(crate) struct QueueReport {
+    pub queue: Option<u16>,
+    pub ops: u64,
+    pub errors: u64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+    pub interrupts: u64,
+    pub latency_us: LatencySummary,
+    pub irq_delay_us: Option<LatencySummary>,
+    pub completions_per_irq: Option<CountSummary>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct Report {
+    pub socket: PathBuf,
+    pub rw: String,
+    pub bs: u32,
+    pub queues: u16,
+    pub qd: u16,
+    pub threads: u16,
+    pub seconds: f64,
+    pub measure_irq: bool,
+    pub backend_cpu_seconds: Option<f64>,
+    pub ops_per_backend_cpu_second: Option<f64>,
+    pub per_queue: Vec<QueueReport>,
+    pub total: QueueReport,
+}
+
+pub(crate) fn report_of(
+    r: &QueueResult,
+    queue: Option<u16>,
+    secs: f64,
+    measure_irq: bool,
+) -> QueueReport {
+    QueueReport {
+        queue,
+        ops: r.ops,
+        errors: r.errors,
+        iops: r.ops as f64 / secs,
+        mib_per_s: r.bytes as f64 / secs / f64::from(1 << 20),
+        interrupts: r.interrupts,
+        latency_us: LatencySummary::of(&r.latency),
+        irq_delay_us: measure_irq.then(|| LatencySummary::of(&r.irq_delay)),
+        completions_per_irq: measure_irq.then(|| CountSummary::of(&r.per_irq)),
+    }
+}
+
+pub(crate) fn line(r: &QueueReport) -> String {
+    let name = r.queue.map_or("total".to_string(), |q| format!("q{q}"));
+    let l = &r.latency_us;
+    let mut s = format!(
+        "{name:>5}: {:>9.0} IOPS {:>8.1} MiB/s  lat us p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}  irqs {}",
+        r.iops, r.mib_per_s, l.p50, l.p90, l.p99, l.p999, l.max, r.interrupts
+    );
+    if let Some(d) = &r.irq_delay_us {
+        s += &format!(
+            "  irq-delay us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
+            d.p50, d.p90, d.p99, d.max
+        );
+    }
+    if r.errors > 0 {
+        s += &format!("  ERRORS {}", r.errors);
+    }
+    s
+}

@@ -1,0 +1,102 @@
+//! virtio-blk as a device-layer [`Personality`]: features, configuration space, the cache-mode
+//! write, and one chain at a time handed to [`request::handle`](super::request::handle).
+
+use std::io;
+use std::sync::atomic::Ordering;
+
+use virtio_bindings::virtio_blk::*;
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
+
+use super::request::{self, BlkKind};
+use super::{
+    BlkConfigSpace, BlkPersonality, MAX_DISCARD_SECTORS, MAX_DISCARD_SEG, SIZE_MAX,
+    WRITEBACK_OFFSET,
+};
+use crate::device::{Chain, Outcome, Personality};
+
+impl Personality for BlkPersonality {
+    type Kind = BlkKind;
+
+    fn name(&self) -> &'static str {
+        "virtio-blk"
+    }
+
+    fn num_queues(&self) -> usize {
+        usize::from(self.opts.num_queues)
+    }
+
+    fn first_request_queue(&self) -> usize {
+        0
+    }
+
+    fn features(&self) -> u64 {
+        let mut f = 1u64 << VIRTIO_F_VERSION_1
+            | 1 << VIRTIO_RING_F_EVENT_IDX
+            | 1 << VIRTIO_RING_F_INDIRECT_DESC
+            | 1 << VIRTIO_BLK_F_SIZE_MAX
+            | 1 << VIRTIO_BLK_F_SEG_MAX
+            | 1 << VIRTIO_BLK_F_BLK_SIZE
+            | 1 << VIRTIO_BLK_F_TOPOLOGY
+            | 1 << VIRTIO_BLK_F_FLUSH
+            | 1 << VIRTIO_BLK_F_CONFIG_WCE
+            | 1 << VIRTIO_BLK_F_MQ;
+        if self.storage.read_only() {
+            f |= 1 << VIRTIO_BLK_F_RO;
+        } else {
+            f |= 1 << VIRTIO_BLK_F_DISCARD | 1 << VIRTIO_BLK_F_WRITE_ZEROES;
+        }
+        f
+    }
+
+    fn acked_features(&self, features: u64) {
+        self.acked.store(features, Ordering::Relaxed);
+    }
+
+    fn config_space(&self) -> Vec<u8> {
+        let lbs_sectors = self.opts.block_size / 512;
+        BlkConfigSpace {
+            capacity_sectors: self.storage.size() / 512,
+            size_max: SIZE_MAX,
+            seg_max: self.limits().seg_max,
+            blk_size: self.opts.block_size,
+            physical_block_exp: 0,
+            min_io_size: lbs_sectors as u16,
+            opt_io_size: 0,
+            writeback: self.writeback(),
+            num_queues: self.opts.num_queues,
+            max_discard_sectors: MAX_DISCARD_SECTORS,
+            max_discard_seg: MAX_DISCARD_SEG,
+            discard_sector_alignment: lbs_sectors,
+            max_write_zeroes_sectors: MAX_DISCARD_SECTORS,
+            max_write_zeroes_seg: MAX_DISCARD_SEG,
+            write_zeroes_may_unmap: true,
+        }
+        .to_bytes()
+    }
+
+    fn set_config(&self, offset: u32, data: &[u8]) -> io::Result<()> {
+        // Only the writeback byte is writable, and only with CONFIG_WCE.
+        let wce = self.acked.load(Ordering::Relaxed) & (1 << VIRTIO_BLK_F_CONFIG_WCE) != 0;
+        if offset as usize == WRITEBACK_OFFSET && data.len() == 1 && wce {
+            let wb = data[0] != 0;
+            self.writeback.store(wb, Ordering::Relaxed);
+            tracing::info!(writeback = wb, "guest switched the cache mode");
+            if !wb {
+                self.storage
+                    .flush()
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+            }
+            return Ok(());
+        }
+        Err(io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
+    fn reset(&self) {
+        self.writeback.store(true, Ordering::Relaxed);
+    }
+
+    fn process(&self, _queue: usize, chain: Chain) -> Outcome<BlkKind> {
+        request::handle(self, chain)
+    }
+}

@@ -1,0 +1,310 @@
+//! Command line and TOML settings, validated into one [`Config`].
+//!
+//! [`Options`] declares every backend option once, read by clap from the command line and by
+//! serde from the TOML file; [`Args`] adds the command-line-only flags and the completion
+//! options ([`completion`]). [`Config::try_from`] merges them (command line wins) and validates
+//! everything, so a bad setting is reported as one line before anything is created, opened or
+//! deleted. Sizes and durations are parsed by [`crate::units`].
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use serde::Deserialize;
+
+pub mod completion;
+mod options;
+
+pub use completion::CompletionArgs;
+pub use options::{Args, Options, TopologySetting};
+
+use crate::completion::CompletionModel;
+use crate::device::MAX_VRINGS;
+use crate::scsi::topology::compact::parse_topology;
+use crate::scsi::topology::TopologyConfig;
+use crate::storage::StorageSpec;
+use crate::units::{self, Zero};
+
+/// Settings errors. Each renders as one line; `main` exits with code 2.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "--socket-path is required (on the command line or as socket_path in the config file)"
+    )]
+    MissingSocket,
+    #[error("no storage given: use --image PATH, --null SIZE or --mem SIZE")]
+    MissingStorage,
+    #[error("give only one of --image, --null and --mem")]
+    ConflictingStorage,
+    /// A size or duration that does not parse (see [`crate::units`]).
+    #[error("{0}")]
+    Unit(String),
+    #[error("{what} must be {expected}, got {got}")]
+    OutOfRange {
+        what: &'static str,
+        expected: &'static str,
+        got: u64,
+    },
+    #[error("--size is only meaningful with --image")]
+    SizeWithoutImage,
+    #[error("image {0} does not exist; pass --size to create it")]
+    MissingImage(PathBuf),
+    #[error("cannot read config file {path}: {reason}")]
+    ConfigFile { path: PathBuf, reason: String },
+    #[error("serial '{0}' is longer than 20 bytes")]
+    SerialTooLong(String),
+    #[error("--direct and --read-only are only for --image")]
+    FileOnlyOption,
+    #[error("storage size {0} is not a multiple of 512 bytes")]
+    UnalignedSize(u64),
+    #[error("topology: {0}")]
+    Topology(String),
+    #[error("--topology is only for --device scsi")]
+    TopologyWithoutScsi,
+    #[error(
+        "give either storage (--image/--null/--mem, served as LUN 0:0) or --topology, not both"
+    )]
+    StorageAndTopology,
+    #[error("completion model: {0}")]
+    Completion(String),
+    #[error("--num-queues must be 1..={max}{}, got {got}", if *.extra > 0 { format!(" (the device adds {extra} vrings; at most {MAX_VRINGS} in all)") } else { String::new() })]
+    QueueCount { max: u16, extra: u16, got: u16 },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Which device the backend emulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// virtio-blk.
+    #[default]
+    Blk,
+    /// virtio-scsi (a SAS HBA with targets and LUNs).
+    Scsi,
+}
+
+impl DeviceKind {
+    /// Vrings the personality adds to the request queues (virtio-scsi: control and event).
+    pub fn extra_vrings(self) -> u16 {
+        match self {
+            DeviceKind::Blk => 0,
+            DeviceKind::Scsi => crate::scsi::EXTRA_VRINGS as u16,
+        }
+    }
+
+    /// The most request queues: every vring must fit the vhost-user queue bitmask.
+    pub fn max_request_queues(self) -> u16 {
+        MAX_VRINGS as u16 - self.extra_vrings()
+    }
+}
+
+/// The validated settings the daemon runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub socket_path: PathBuf,
+    pub device: DeviceKind,
+    /// The disk (virtio-blk), or LUN 0:0 when virtio-scsi has no explicit topology.
+    pub storage: Option<StorageSpec>,
+    /// virtio-scsi targets and LUNs (None: one LUN 0:0 on `storage`).
+    pub topology: Option<TopologyConfig>,
+    pub cmd_per_lun: u32,
+    pub num_queues: u16,
+    pub queue_size: u16,
+    pub threads: u16,
+    pub block_size: u32,
+    pub serial: String,
+    pub stats_file: Option<PathBuf>,
+    pub completion: CompletionModel,
+}
+
+/// Default serial: recognisable in the guest's sysfs.
+pub const DEFAULT_SERIAL: &str = "VHOSTBLK-0001";
+
+/// A storage size (zero is refused), see [`crate::units`].
+pub fn parse_size(s: &str) -> Result<u64, ConfigError> {
+    units::parse_size(s, Zero::Rejected).map_err(|e| ConfigError::Unit(e.to_string()))
+}
+
+fn in_range(
+    what: &'static str,
+    expected: &'static str,
+    v: u64,
+    lo: u64,
+    hi: u64,
+) -> Result<(), ConfigError> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            what,
+            expected,
+            got: v,
+        })
+    }
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(a: Args) -> Result<Self, ConfigError> {
+        let mut f = match &a.config {
+            Some(p) => Options::load(p)?,
+            None => Options::default(),
+        };
+        // Storage: a command-line choice replaces the file's as a whole.
+        if a.options.has_storage() {
+            (f.image, f.null, f.mem, f.size) = (None, None, None, None);
+        }
+        let o = a.options.or(f);
+        let socket_path = o.socket_path.ok_or(ConfigError::MissingSocket)?;
+        let device = o.device.unwrap_or_default();
+        let (image, null, mem, size) = (o.image, o.null, o.mem, o.size);
+        let direct = o.direct.unwrap_or(false);
+        let read_only = o.read_only.unwrap_or(false);
+        let chosen = [image.is_some(), null.is_some(), mem.is_some()]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if chosen > 1 {
+            return Err(ConfigError::ConflictingStorage);
+        }
+        let topology = match o.topology {
+            Some(TopologySetting::Compact(t)) => {
+                Some(parse_topology(&t).map_err(|e| ConfigError::Topology(e.to_string()))?)
+            }
+            Some(TopologySetting::Table(t)) => Some(t),
+            None => None,
+        };
+        if let Some(t) = &topology {
+            if device != DeviceKind::Scsi {
+                return Err(ConfigError::TopologyWithoutScsi);
+            }
+            if chosen > 0 {
+                return Err(ConfigError::StorageAndTopology);
+            }
+            t.validate()
+                .map_err(|e| ConfigError::Topology(e.to_string()))?;
+        }
+        let storage = match (image, null, mem) {
+            (None, None, None) if topology.is_some() => None,
+            (Some(path), None, None) => {
+                let create_size = size.as_deref().map(parse_size).transpose()?;
+                if create_size.is_none() && !path.exists() {
+                    return Err(ConfigError::MissingImage(path));
+                }
+                if let Some(s) = create_size {
+                    if s % 512 != 0 {
+                        return Err(ConfigError::UnalignedSize(s));
+                    }
+                }
+                Some(StorageSpec::File {
+                    path,
+                    create_size,
+                    direct,
+                    read_only,
+                })
+            }
+            (None, Some(n), None) => Some(StorageSpec::Null {
+                size: parse_size(&n)?,
+            }),
+            (None, None, Some(m)) => Some(StorageSpec::Mem {
+                size: parse_size(&m)?,
+            }),
+            _ => return Err(ConfigError::MissingStorage),
+        };
+        if !matches!(storage, Some(StorageSpec::File { .. })) {
+            if size.is_some() {
+                return Err(ConfigError::SizeWithoutImage);
+            }
+            if direct || read_only {
+                return Err(ConfigError::FileOnlyOption);
+            }
+        }
+        if let Some(s) = storage.as_ref().and_then(StorageSpec::declared_size) {
+            if s % 512 != 0 {
+                return Err(ConfigError::UnalignedSize(s));
+            }
+        }
+        let num_queues = o.num_queues.unwrap_or(8);
+        let max_queues = device.max_request_queues();
+        if !(1..=max_queues).contains(&num_queues) {
+            return Err(ConfigError::QueueCount {
+                max: max_queues,
+                extra: device.extra_vrings(),
+                got: num_queues,
+            });
+        }
+        let queue_size = o.queue_size.unwrap_or(256);
+        if !queue_size.is_power_of_two() || queue_size < 2 {
+            return Err(ConfigError::OutOfRange {
+                what: "--queue-size",
+                expected: "a power of two in 2..=32768",
+                got: queue_size.into(),
+            });
+        }
+        let threads = o.threads.unwrap_or(num_queues);
+        if threads == 0 || threads > num_queues {
+            return Err(ConfigError::OutOfRange {
+                what: "--threads",
+                expected: "1..=--num-queues",
+                got: threads.into(),
+            });
+        }
+        let block_size = o.block_size.unwrap_or(512);
+        if block_size != 512 && block_size != 4096 {
+            return Err(ConfigError::OutOfRange {
+                what: "--block-size",
+                expected: "512 or 4096",
+                got: block_size.into(),
+            });
+        }
+        let serial = o.serial.unwrap_or_else(|| DEFAULT_SERIAL.to_string());
+        if serial.len() > 20 {
+            return Err(ConfigError::SerialTooLong(serial));
+        }
+        let mut completion = o.completion.unwrap_or_default();
+        a.completion.apply(&mut completion);
+        completion
+            .validate_for_queues(num_queues)
+            .map_err(|e| ConfigError::Completion(e.to_string()))?;
+        let cmd_per_lun = o.cmd_per_lun.unwrap_or(128);
+        in_range("--cmd-per-lun", "1..=1024", cmd_per_lun.into(), 1, 1024)?;
+        Ok(Config {
+            topology,
+            cmd_per_lun,
+            completion,
+            socket_path,
+            device,
+            storage,
+            num_queues,
+            queue_size,
+            threads,
+            block_size,
+            serial,
+            stats_file: o.stats_file,
+        })
+    }
+}
+
+impl Config {
+    /// Queue masks for `VhostUserBackend::queues_per_thread`: queue `q` goes to thread
+    /// `q % threads`. `first_request_queue` shifts the request queues (virtio-scsi has a
+    /// control and an event queue before them, served by thread 0).
+    pub fn thread_masks(&self, total_queues: usize, first_request_queue: usize) -> Vec<u64> {
+        assert!(
+            total_queues <= MAX_VRINGS,
+            "validated: every vring fits the bitmask"
+        );
+        let threads = usize::from(self.threads);
+        let mut masks = vec![0u64; threads];
+        for q in 0..total_queues {
+            let t = q.saturating_sub(first_request_queue) % threads;
+            let t = if q < first_request_queue { 0 } else { t };
+            masks[t] |= 1 << q;
+        }
+        masks
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,248 @@
+//! Tests of the settings: merge, validation, one-line errors.
+
+use super::*;
+use clap::Parser;
+
+fn args(v: &[&str]) -> Args {
+    let mut all = vec!["vhost-blk"];
+    all.extend_from_slice(v);
+    Args::try_parse_from(all).unwrap()
+}
+
+#[test]
+fn minimal_use_gives_eight_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    std::fs::write(&img, vec![0u8; 4096]).unwrap();
+    let c = Config::try_from(args(&[
+        "--socket-path",
+        "/tmp/s",
+        "--image",
+        img.to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(c.num_queues, 8);
+    assert_eq!(c.threads, 8);
+    assert_eq!(c.queue_size, 256);
+    assert_eq!(c.device, DeviceKind::Blk);
+    assert_eq!(c.serial, DEFAULT_SERIAL);
+}
+
+#[test]
+fn sizes_parse() {
+    assert_eq!(parse_size("4096").unwrap(), 4096);
+    assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+    assert_eq!(parse_size("64m").unwrap(), 64 << 20);
+    for bad in ["", "G", "1X", "-1", "0", "99999999999T"] {
+        assert!(parse_size(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn invalid_settings_are_rejected_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--null", "1G"], "socket-path"),
+        (&["--socket-path", "s"], "no storage"),
+        (
+            &["--socket-path", "s", "--null", "1G", "--mem", "1G"],
+            "only one",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--num-queues", "0"],
+            "1..=64",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--num-queues", "65"],
+            "1..=64",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--queue-size", "100"],
+            "power of two",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--threads", "9"],
+            "--threads",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--block-size", "1024"],
+            "512 or 4096",
+        ),
+        (&["--socket-path", "s", "--null", "1000"], "multiple of 512"),
+        (
+            &["--socket-path", "s", "--null", "1G", "--size", "1G"],
+            "only meaningful",
+        ),
+        (
+            &["--socket-path", "s", "--mem", "1G", "--read-only"],
+            "only for --image",
+        ),
+        (
+            &["--socket-path", "s", "--image", "/nonexistent/x.img"],
+            "does not exist",
+        ),
+        (
+            &[
+                "--socket-path",
+                "s",
+                "--null",
+                "1G",
+                "--serial",
+                "123456789012345678901",
+            ],
+            "20 bytes",
+        ),
+    ];
+    for (a, want) in cases {
+        let e = Config::try_from(args(a)).unwrap_err().to_string();
+        assert!(e.contains(want), "{a:?}: {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
+
+#[test]
+fn missing_image_with_size_is_not_created_by_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("new.img");
+    let c = Config::try_from(args(&[
+        "--socket-path",
+        "s",
+        "--image",
+        img.to_str().unwrap(),
+        "--size",
+        "1M",
+    ]))
+    .unwrap();
+    assert!(!img.exists(), "validation must not create files");
+    assert_eq!(
+        c.storage,
+        Some(StorageSpec::File {
+            path: img,
+            create_size: Some(1 << 20),
+            direct: false,
+            read_only: false
+        })
+    );
+}
+
+#[test]
+fn toml_file_is_merged_and_cli_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "socket_path = \"/tmp/from-file\"\nnull = \"1G\"\nnum_queues = 4\nserial = \"FILE\"\n",
+    )
+    .unwrap();
+    let c = Config::try_from(args(&["-c", cfg.to_str().unwrap(), "--serial", "CLI"])).unwrap();
+    assert_eq!(c.socket_path, PathBuf::from("/tmp/from-file"));
+    assert_eq!(c.num_queues, 4);
+    assert_eq!(c.serial, "CLI");
+    assert_eq!(c.storage, Some(StorageSpec::Null { size: 1 << 30 }));
+    let c = Config::try_from(args(&["-c", cfg.to_str().unwrap(), "--mem", "64M"])).unwrap();
+    assert_eq!(c.storage, Some(StorageSpec::Mem { size: 64 << 20 }));
+}
+
+#[test]
+fn unknown_toml_key_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "socket_path = \"s\"\nnul = \"1G\"\n").unwrap();
+    let e = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap_err();
+    assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
+}
+
+#[test]
+fn scsi_topology_replaces_the_single_disk() {
+    let c = Config::try_from(args(&[
+        "--socket-path",
+        "s",
+        "--device",
+        "scsi",
+        "--topology",
+        "targets=16,luns=1,storage=null:1G,max_target=255",
+    ]))
+    .unwrap();
+    assert_eq!(c.storage, None);
+    let t = c.topology.unwrap();
+    assert_eq!(t.targets.len(), 16);
+    assert_eq!(t.max_target, Some(255));
+    let c = Config::try_from(args(&[
+        "--socket-path",
+        "s",
+        "--device",
+        "scsi",
+        "--null",
+        "1G",
+    ]))
+    .unwrap();
+    assert!(c.topology.is_none());
+    assert_eq!(c.cmd_per_lun, 128);
+}
+
+#[test]
+fn queue_count_leaves_room_for_the_personalitys_vrings() {
+    let base = ["--socket-path", "s", "--null", "1G", "--num-queues"];
+    let run = |extra: &[&str]| Config::try_from(args(&[&base[..], extra].concat()));
+    assert_eq!(run(&["64"]).unwrap().num_queues, 64);
+    assert_eq!(run(&["62", "--device", "scsi"]).unwrap().num_queues, 62);
+    for n in ["63", "64"] {
+        let e = run(&[n, "--device", "scsi"]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::QueueCount {
+                    max: 62,
+                    extra: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(text.contains("1..=62") && !text.contains('\n'), "{text}");
+    }
+    // The largest valid configuration of each device fits the u64 queue bitmask.
+    let c = run(&["62", "--device", "scsi", "--threads", "3"]).unwrap();
+    let masks = c.thread_masks(62 + 2, 2);
+    assert_eq!(masks.iter().fold(0, |a, m| a | m), u64::MAX);
+}
+
+#[test]
+fn thread_masks_spread_queues() {
+    let mut c = Config::try_from(args(&["--socket-path", "s", "--null", "1G"])).unwrap();
+    assert_eq!(
+        c.thread_masks(8, 0),
+        (0..8).map(|q| 1u64 << q).collect::<Vec<_>>()
+    );
+    c.threads = 2;
+    assert_eq!(c.thread_masks(8, 0), vec![0b0101_0101, 0b1010_1010]);
+    // virtio-scsi: control + event on thread 0 with the first request queue.
+    c.threads = 8;
+    let m = c.thread_masks(10, 2);
+    assert_eq!(m[0], 0b111);
+    assert_eq!(m[7], 1 << 9);
+}
+
+#[test]
+fn topology_from_the_file_as_a_table_or_a_compact_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let table = "socket_path = \"s\"\ndevice = \"scsi\"\n[topology]\nmax_target = 7\n\
+                 [[topology.targets]]\nid = 3\n[[topology.targets.luns]]\nid = 0\n\
+                 storage = { kind = \"null\", size = 1048576 }\n";
+    let compact =
+        "socket_path = \"s\"\ndevice = \"scsi\"\ntopology = \"3:0=null:1M,max_target=7\"\n";
+    for text in [table, compact] {
+        std::fs::write(&cfg, text).unwrap();
+        let c = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap();
+        let t = c.topology.unwrap();
+        assert_eq!(
+            (t.targets.len(), t.targets[0].id, t.max_target),
+            (1, 3, Some(7))
+        );
+    }
+    std::fs::write(&cfg, "socket_path = \"s\"\n[topology]\nbogus = 1\n").unwrap();
+    let e = Config::try_from(args(&["-c", cfg.to_str().unwrap()])).unwrap_err();
+    assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
+    assert!(e.to_string().contains("bogus"), "{e}");
+}

@@ -1,0 +1,29 @@
+//! The vhost-user device, generic over a [`Personality`]; no blk or SCSI detail in it.
+//!
+//! - [`personality`]: the contract with a personality (the [`Personality`] trait, the
+//!   [`Outcome`] of one chain, the personality's [`RequestKind`]s).
+//! - [`chain`]: a descriptor chain validated once into guest buffers ([`GuestBufs`]), under the
+//!   limits the personality advertises ([`ChainLimits`]); both personalities use it.
+//! - [`queue`]: per-queue state owned by its worker: the completion engine, its timer, the
+//!   statistics it feeds from the engine's decisions, the vring.
+//! - [`backend`]: the `VhostUserBackend` implementation that drains the rings and hands chains
+//!   to the personality.
+//!
+//! Dependencies inside: `backend` -> `queue`, `personality`, `chain`; `personality` -> `chain`.
+//! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
+//! daemon, blk, scsi).
+
+pub mod backend;
+pub mod chain;
+pub mod personality;
+pub mod queue;
+
+pub use backend::{BackendOptions, DeviceBackend};
+pub use chain::Chain;
+pub use chain::{guest_bufs, ChainLimits, GuestBufs};
+pub use personality::{Outcome, Personality, RequestKind};
+pub use queue::{GuestMem, SharedStats, Vring};
+
+/// Most vrings of one device: vhost-user-backend gives each worker thread its queues as a
+/// `u64` bitmask.
+pub const MAX_VRINGS: usize = 64;
