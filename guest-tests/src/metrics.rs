@@ -7,12 +7,14 @@
 mod fio;
 mod interrupts;
 mod irqsw;
+mod order;
 mod stacks;
 mod text;
 
 pub use fio::{parse_fio, FioDirection, FioSummary};
 pub use interrupts::{interrupt_deltas, is_request_vector, parse_interrupts, InterruptCounts};
 pub use irqsw::{parse_irqsw, IrqSwitches, IrqThread};
+pub use order::{median_sorted, quantile_sorted};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
 pub use text::{
     parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,

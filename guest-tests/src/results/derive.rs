@@ -275,11 +275,7 @@ fn guest_metrics(m: &mut BTreeMap<String, f64>, g: &GuestInfo) {
         let mut ms: Vec<f64> = g.rescans.iter().map(|r| r.ms).collect();
         ms.sort_by(f64::total_cmp);
         put(m, "rescan.n".into(), ms.len() as f64);
-        put(
-            m,
-            "rescan.ms_median".into(),
-            crate::compare::median_sorted(&ms),
-        );
+        put(m, "rescan.ms_median".into(), metrics::median_sorted(&ms));
         put(
             m,
             "rescan.ms_mean".into(),
