@@ -11,6 +11,7 @@ pub mod job;
 pub mod launch;
 pub mod matrix;
 pub mod metrics;
+pub mod paths;
 pub mod report;
 pub mod results;
 pub mod suite;

@@ -170,7 +170,7 @@ pub fn resolve_accel(
         &version,
         &host::host_release(),
         &kernel.bzimage,
-        &host::cache_dir(),
+        &crate::paths::cache_dir(),
     ))
 }
 

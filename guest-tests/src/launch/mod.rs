@@ -195,13 +195,13 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome, LaunchError> {
         wall_to_first_artifact_s: watch.first_artifact_s,
         total_wall_s: Some(t_total.elapsed().as_secs_f64()),
     };
-    let (git_rev, git_dirty) = results::git_state(&host::repo_root());
+    let (git_rev, git_dirty) = results::git_state(&crate::paths::repo_root());
     // The tree's git state describes the backend only when the binary was built from it.
     let from_tree = suite.spec.backend == BackendKind::VhostBlk
         && spec
             .backend_bin
             .as_deref()
-            .is_some_and(|b| built_in_tree(b, &host::repo_root()));
+            .is_some_and(|b| built_in_tree(b, &crate::paths::repo_root()));
     let builtin = suite.spec.backend == BackendKind::QemuBuiltin;
     let mut config =
         std::fs::read_to_string(suite.dir.join(format!("{}.toml", suite.name))).unwrap_or_default();
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn only_binaries_under_the_tree_get_its_git_rev() {
-        let root = host::repo_root();
+        let root = crate::paths::repo_root();
         assert!(built_in_tree(&root.join("guest-tests/Cargo.toml"), &root));
         assert!(!built_in_tree(Path::new("/bin/sh"), &root));
         assert!(!built_in_tree(&root.join("no/such/file"), &root));
