@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::results::{RunResult, SweepPoint};
+use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
     lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
@@ -104,8 +104,9 @@ impl Comparison {
     }
 }
 
-/// Compares `runs`. `kernels` fixes the order (first = baseline); when empty, kernels are
-/// taken in order of first appearance. Failed runs are excluded and listed.
+/// Compares `runs` (in the order of [`crate::results::load_runs`]). `kernels` fixes the order
+/// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded and
+/// listed.
 pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, CompareError> {
     let mut excluded = Vec::new();
     let ok: Vec<&RunResult> = runs
@@ -124,14 +125,7 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
     if ok.is_empty() {
         return Err(CompareError::NoRuns);
     }
-    let mut order: Vec<String> = kernels.to_vec();
-    if order.is_empty() {
-        for r in &ok {
-            if !order.contains(&r.info.kernel) {
-                order.push(r.info.kernel.clone());
-            }
-        }
-    }
+    let order = kernel_order(runs, kernels);
     for k in &order {
         if !ok.iter().any(|r| &r.info.kernel == k) {
             return Err(CompareError::MissingKernel(k.clone()));

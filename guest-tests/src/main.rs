@@ -10,7 +10,7 @@ use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::backend;
 use guest_tests::matrix::{self, MatrixConfig, MatrixError};
-use guest_tests::results::RunResult;
+use guest_tests::results::load_runs;
 use guest_tests::suite::{self, Bios, Suite};
 use guest_tests::{compare, report};
 
@@ -233,25 +233,17 @@ fn split_kernels(k: Option<&str>) -> Vec<String> {
 }
 
 fn compare_cmd(dirs: &[PathBuf], kernels: Option<&str>, metrics: &[String]) -> ExitCode {
-    let mut runs = Vec::new();
-    for d in dirs {
-        if !d.exists() {
-            return fail(format!("{}: no such file or directory", d.display()), 2);
-        }
-        for r in RunResult::find_all(d) {
-            match r {
-                Ok(r) => runs.push(r),
-                Err(e) => eprintln!("guest-tests: skipped {e}"),
-            }
-        }
+    if let Some(d) = dirs.iter().find(|d| !d.exists()) {
+        return fail(format!("{}: no such file or directory", d.display()), 2);
     }
+    let loaded = load_runs(dirs);
+    for e in &loaded.unreadable {
+        eprintln!("guest-tests: skipped {e}");
+    }
+    let runs = loaded.runs;
     if runs.is_empty() {
         return fail("no results.json under the given directories", 2);
     }
-    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
-    // The same run reached through two of the given paths counts once.
-    let mut seen = std::collections::BTreeSet::new();
-    runs.retain(|r| seen.insert(r.info.run_dir.clone()));
     match compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => {
             print!("{}", compare::markdown_table(&c, metrics));

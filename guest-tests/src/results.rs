@@ -3,6 +3,7 @@
 //! incompatible change.
 
 mod derive;
+mod load;
 mod provenance;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use crate::metrics::{
     FioSummary, InterruptCounts, IrqSwitches, LockSites, Rescan, ScanTimes, Verify,
 };
 
+pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
     git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
     KernelProvenance, Provenance, QemuProvenance,

@@ -10,7 +10,7 @@ mod plots;
 use std::path::{Path, PathBuf};
 
 use crate::compare::{compare, CompareError, Comparison};
-use crate::results::{ResultsError, RunResult};
+use crate::results::{load_runs, ResultsError, RunResult};
 
 pub use locksites::{lock_site_tables, LockSiteTable};
 
@@ -99,24 +99,12 @@ pub fn build_with(dir: &Path, opts: &ReportOptions) -> Result<ReportFiles, Repor
 
 /// Reads the runs under `dir` and computes everything the report shows.
 pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportError> {
-    let mut runs = Vec::new();
-    let mut unreadable = Vec::new();
-    for r in RunResult::find_all(dir) {
-        match r {
-            Ok(r) => runs.push(r),
-            Err(e) => unreadable.push(e.to_string()),
-        }
-    }
-    if runs.is_empty() {
+    let loaded = load_runs(&[dir]);
+    if loaded.runs.is_empty() {
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
-    // Chronological: the first kernel to run is the default baseline.
-    runs.sort_by(|a, b| {
-        a.provenance
-            .started_at
-            .cmp(&b.provenance.started_at)
-            .then(a.info.repeat.cmp(&b.info.repeat))
-    });
+    let unreadable = loaded.unreadable.iter().map(|e| e.to_string()).collect();
+    let runs = loaded.runs;
     let comparison = compare(&runs, &opts.kernels)?;
     let lock_sites = lock_site_tables(&runs, &comparison.kernels);
     let plots = plots::all(&comparison, &lock_sites, &opts.plot_metrics)?;
@@ -175,11 +163,10 @@ pub fn summary_table(
         kernels: kernels.to_vec(),
         ..Default::default()
     };
-    let mut runs: Vec<RunResult> = RunResult::find_all(dir).into_iter().flatten().collect();
+    let runs = load_runs(&[dir]).runs;
     if runs.is_empty() {
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
-    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
     let c = compare(&runs, &opts.kernels)?;
     Ok(crate::compare::markdown_table(&c, filter))
 }
