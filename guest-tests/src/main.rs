@@ -246,7 +246,7 @@ fn compare_cmd(dirs: &[PathBuf], kernels: Option<&str>, metrics: &[String]) -> E
     }
     match compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => {
-            print!("{}", compare::markdown_table(&c, metrics));
+            print!("{}", report::markdown_table(&c, metrics));
             ExitCode::SUCCESS
         }
         Err(e) => fail(e, 1),

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::tables::{fmt_num, fmt_p, markdown_rows, table};
 use super::ReportData;
-use crate::compare::{fmt_num, fmt_p, markdown_rows, table};
 use crate::results::RunStatus;
 
 /// A piece of the report.

@@ -6,6 +6,7 @@ mod html;
 mod locksites;
 mod markdown;
 mod plots;
+mod tables;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use crate::compare::{compare, CompareError, Comparison};
 use crate::results::{load_runs, ResultsError, RunResult};
 
 pub use locksites::{lock_site_tables, LockSiteTable};
+pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table};
 
 /// Metric-name suffixes plotted by default (besides every flagged metric).
 pub const HEADLINE_METRICS: &[&str] = &[
@@ -168,7 +170,7 @@ pub fn summary_table(
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
     let c = compare(&runs, &opts.kernels)?;
-    Ok(crate::compare::markdown_table(&c, filter))
+    Ok(markdown_table(&c, filter))
 }
 
 /// A metric name made safe for a file name.

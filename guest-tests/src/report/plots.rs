@@ -6,8 +6,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::tables::fmt_num;
 use super::{file_stem, LockSiteTable, Plot, ReportError, HEADLINE_METRICS};
-use crate::compare::{fmt_num, Comparison, MetricRow};
+use crate::compare::{Comparison, MetricRow};
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
