@@ -2,6 +2,9 @@
 //! (sweep cell) and kernel; for every metric each kernel gets a [`Summary`] and every non-baseline kernel a
 //! [`Versus`] against the baseline (the first kernel).
 //!
+//! Statistics only: rendering is the report's. Units and directions come from the metric
+//! registry ([`crate::metrics::registry`]).
+//!
 //! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
@@ -12,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::registry::{self, Better};
 use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
@@ -40,6 +44,10 @@ pub struct Versus {
     pub welch_p: Option<f64>,
     pub mwu: Option<Mwu>,
     pub flag: bool,
+    /// For a flagged change of a metric with a direction (registry): whether it went the better
+    /// way. None when not flagged, or for metrics that are neither better higher nor lower.
+    #[serde(default)]
+    pub improved: Option<bool>,
 }
 
 /// One metric in one (suite, variant) cell.
@@ -49,6 +57,11 @@ pub struct MetricRow {
     pub variant: Option<String>,
     pub sweep: Option<SweepPoint>,
     pub metric: String,
+    /// The metric's unit and direction from the registry (empty / None when undeclared).
+    #[serde(default)]
+    pub unit: String,
+    #[serde(default)]
+    pub better: Option<Better>,
     /// Kernel -> summary, in kernel order (kernels without values are absent).
     pub per_kernel: Vec<(String, Summary)>,
     pub versus: Vec<Versus>,
@@ -200,6 +213,8 @@ fn row(
         .iter()
         .filter_map(|k| Some((k.clone(), summarize(values.get(k)?)?)))
         .collect();
+    let def = registry::find(metric).map(|r| r.def);
+    let better = def.map(|d| d.better);
     let mut versus = Vec::new();
     let base = &order[0];
     if let (Some(bv), Some(bs)) = (
@@ -208,12 +223,19 @@ fn row(
     ) {
         for (k, s) in per_kernel.iter().filter(|(k, _)| k != base) {
             let ov = &values[k];
+            let flag = lkp_flag(bs, s, LKP_THRESHOLD);
+            let up = s.median > bs.median;
             versus.push(Versus {
                 kernel: k.clone(),
                 ratio: (bs.median != 0.0).then(|| s.median / bs.median),
                 welch_p: welch_p(bv, ov),
                 mwu: mann_whitney(bv, ov),
-                flag: lkp_flag(bs, s, LKP_THRESHOLD),
+                flag,
+                improved: match better {
+                    Some(Better::Higher) if flag => Some(up),
+                    Some(Better::Lower) if flag => Some(!up),
+                    _ => None,
+                },
             });
         }
     }
@@ -222,6 +244,8 @@ fn row(
         variant: variant.clone(),
         sweep: sweep.clone(),
         metric: metric.to_string(),
+        unit: def.map_or_else(String::new, |d| d.unit.to_string()),
+        better,
         per_kernel,
         versus,
         values,

@@ -263,12 +263,7 @@ fn report_after_run(cfg: &MatrixConfig) {
         Ok(f) => println!("report: {}", f.markdown.display()),
         Err(e) => eprintln!("guest-tests: no report: {e}"),
     }
-    let headline: Vec<String> = report::HEADLINE_METRICS
-        .iter()
-        .map(|m| m.to_string())
-        .chain(["harness.".to_string()])
-        .collect();
-    if let Ok(t) = report::summary_table(&cfg.out, &cfg.kernels, &headline) {
+    if let Ok(t) = report::headline_table(&cfg.out, &cfg.kernels) {
         print!("{t}");
     }
 }

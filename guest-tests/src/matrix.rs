@@ -12,6 +12,7 @@ use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun::RerunInfo;
 use crate::launch::{self, host, RunSpec};
+use crate::metrics::registry;
 use crate::results::{self, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
 use crate::suite::{Bios, Suite};
 
@@ -197,8 +198,8 @@ pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
             let mut r = RunResult::from_artifacts(info, o.provenance, &o.artifacts, o.timings);
             r.set_status(o.status);
             for (k, v) in [
-                ("harness.boot_to_fio_ready_s", o.boot_to_fio_ready_s),
-                ("harness.qemu_wall_s", o.qemu_wall_s),
+                (registry::HARNESS_BOOT_TO_FIO_READY_S, o.boot_to_fio_ready_s),
+                (registry::HARNESS_QEMU_WALL_S, o.qemu_wall_s),
             ] {
                 if let Some(v) = v {
                     r.metrics.insert(k.into(), v);
@@ -301,7 +302,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         index.runs.push(IndexEntry {
             planned: p.clone(),
             status: rec.status.clone(),
-            boot_to_fio_ready_s: rec.metric("harness.boot_to_fio_ready_s"),
+            boot_to_fio_ready_s: rec.metric(registry::HARNESS_BOOT_TO_FIO_READY_S),
             total_s: rec.timings.total_wall_s.unwrap_or(0.0),
             attempts,
         });

@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::Artifact;
-use crate::metrics::{
-    FioSummary, InterruptCounts, IrqSwitches, LockSites, Rescan, ScanTimes, Verify,
-};
+pub use crate::metrics::{GuestInfo, StepResult};
 
 pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
@@ -94,35 +92,6 @@ pub struct Timings {
     pub wall_to_first_artifact_s: Option<f64>,
     /// Host wall time of the whole run.
     pub total_wall_s: Option<f64>,
-}
-
-/// One step the agent ran, with what its artefacts said.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StepResult {
-    /// As the agent names it: `1-randread.fio`.
-    pub label: String,
-    /// Metric prefix: `randread`.
-    pub name: String,
-    pub rc: Option<i64>,
-    pub secs: Option<f64>,
-    pub fio: Option<FioSummary>,
-    /// Per-vector interrupt deltas over the step.
-    pub interrupts: Option<InterruptCounts>,
-    pub irq_switches: Option<IrqSwitches>,
-    pub lock_sites: Option<LockSites>,
-    pub funcs: Option<BTreeMap<String, u64>>,
-}
-
-/// What the guest reported about itself and its disk.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GuestInfo {
-    pub meta: BTreeMap<String, String>,
-    pub disk: BTreeMap<String, String>,
-    pub scan: Option<ScanTimes>,
-    pub rescans: Vec<Rescan>,
-    pub verify: Option<Verify>,
 }
 
 /// One artefact as received.

@@ -11,30 +11,19 @@ mod tables;
 use std::path::{Path, PathBuf};
 
 use crate::compare::{compare, CompareError, Comparison};
+use crate::metrics::registry;
 use crate::results::{load_runs, ResultsError, RunResult};
 
 pub use locksites::{lock_site_tables, LockSiteTable};
-pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table};
-
-/// Metric-name suffixes plotted by default (besides every flagged metric).
-pub const HEADLINE_METRICS: &[&str] = &[
-    "irq_d_per_kio",
-    "d_queue_lock_per_kio",
-    "irq_switches_per_kio",
-    "irqs_per_io",
-    "iops",
-    "clat_p99_us",
-    "rescan.ms_median",
-    "scan.first_disk_s",
-    "scan.virtio_scsi_init_us",
-];
+pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
 
 /// What to put in the report.
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
     /// Kernel order, first = baseline (default: the kernel of the earliest run).
     pub kernels: Vec<String>,
-    /// Substrings selecting the metrics to plot (default: [`HEADLINE_METRICS`] + flagged).
+    /// Substrings selecting the metrics to plot (default: the registry's headline metrics,
+    /// [`crate::metrics::registry::is_headline`], + flagged).
     pub plot_metrics: Vec<String>,
     /// Title line.
     pub title: Option<String>,
@@ -161,16 +150,23 @@ pub fn summary_table(
     kernels: &[String],
     filter: &[String],
 ) -> Result<String, ReportError> {
-    let opts = ReportOptions {
-        kernels: kernels.to_vec(),
-        ..Default::default()
-    };
+    let c = compare_dir(dir, kernels)?;
+    Ok(markdown_table(&c, filter))
+}
+
+/// The table printed after a matrix: the registry's headline metrics and the harness's.
+pub fn headline_table(dir: &Path, kernels: &[String]) -> Result<String, ReportError> {
+    let c = compare_dir(dir, kernels)?;
+    let (h, r) = table_where(&c, |m| registry::is_headline(m) || m.contains("harness."));
+    Ok(markdown_rows(&h, &r))
+}
+
+fn compare_dir(dir: &Path, kernels: &[String]) -> Result<Comparison, ReportError> {
     let runs = load_runs(&[dir]).runs;
     if runs.is_empty() {
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
-    let c = compare(&runs, &opts.kernels)?;
-    Ok(markdown_table(&c, filter))
+    Ok(compare(&runs, kernels)?)
 }
 
 /// A metric name made safe for a file name.

@@ -7,8 +7,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::tables::fmt_num;
-use super::{file_stem, LockSiteTable, Plot, ReportError, HEADLINE_METRICS};
+use super::{file_stem, LockSiteTable, Plot, ReportError};
 use crate::compare::{Comparison, MetricRow};
+use crate::metrics::registry;
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -51,9 +52,7 @@ fn selected(c: &Comparison, select: &[String]) -> Vec<String> {
     let mut out = BTreeSet::new();
     for r in &c.rows {
         let chosen = if select.is_empty() {
-            HEADLINE_METRICS
-                .iter()
-                .any(|h| r.metric == *h || r.metric.ends_with(&format!(".{h}")))
+            registry::is_headline(&r.metric)
         } else {
             select.iter().any(|s| r.metric.contains(s.as_str()))
         };
@@ -159,6 +158,7 @@ fn strip(
     }));
     let n = cols.len().max(1);
     let width = (160 + 110 * n as u32).clamp(420, 1400);
+    let unit = rows.first().map_or_else(String::new, |r| r.unit.clone());
     let svg = render(metric, (width, 380), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(metric, (FONT, 18))
@@ -172,6 +172,7 @@ fn strip(
             .light_line_style(WHITE)
             .disable_x_mesh()
             .x_labels(0)
+            .y_desc(unit.as_str())
             .y_label_formatter(&tick)
             .draw()
             .map_err(err(metric))?;
@@ -279,7 +280,10 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             .configure_mesh()
             .light_line_style(WHITE)
             .x_desc(param.as_str())
-            .y_desc(format!("{metric} (mean)"))
+            .y_desc(match rows.first().map(|r| r.unit.as_str()) {
+                Some(u) if !u.is_empty() => format!("{metric} (mean, {u})"),
+                _ => format!("{metric} (mean)"),
+            })
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .draw()

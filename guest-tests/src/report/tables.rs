@@ -51,6 +51,13 @@ fn cell(s: Option<&Summary>) -> String {
 /// The comparison as a header and rows of cells; `filter` keeps metrics whose name contains
 /// any of the given substrings (all when empty). Shared by the stdout table and the report.
 pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
+    table_where(c, |m| {
+        filter.is_empty() || filter.iter().any(|f| m.contains(f.as_str()))
+    })
+}
+
+/// The comparison's table, rows of the metrics `keep` accepts.
+pub fn table_where(c: &Comparison, keep: impl Fn(&str) -> bool) -> (Vec<String>, Vec<Vec<String>>) {
     let base = c.baseline();
     let header = [
         "metric",
@@ -71,7 +78,7 @@ pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>
     .to_vec();
     let mut rows = Vec::new();
     for r in &c.rows {
-        if !filter.is_empty() && !filter.iter().any(|f| r.metric.contains(f.as_str())) {
+        if !keep(&r.metric) {
             continue;
         }
         let variant = r.cell_label(c.several_suites());
