@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::executor::{execute, execute_retrying, never_reached_agent};
 use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun::RerunInfo;
-use crate::launch::{self, host, RunSpec};
+use crate::launch::{host, RunSpec};
 use crate::metrics::registry;
-use crate::results::{self, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
+use crate::results::{RunResult, RunStatus};
 use crate::suite::{Bios, Suite};
 
 /// Errors that stop the whole matrix (before or between runs).
@@ -175,58 +176,6 @@ pub fn resolve_accel(
     ))
 }
 
-/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
-/// a failed run with what is known).
-pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
-    let sweep = spec.variant.as_deref().and_then(|v| {
-        let value = spec.suite.variant(v)?.value?;
-        Some(SweepPoint {
-            param: spec.suite.spec.sweep_param.clone()?,
-            value,
-        })
-    });
-    let info = RunInfo {
-        suite: spec.suite.name.clone(),
-        kernel: spec.kernel.variant.clone(),
-        repeat: rerun.repeat,
-        variant: spec.variant.clone(),
-        sweep,
-        run_dir: spec.run_dir.clone(),
-    };
-    let result = match launch::run(spec) {
-        Ok(o) => {
-            let mut r = RunResult::from_artifacts(info, o.provenance, &o.artifacts, o.timings);
-            r.set_status(o.status);
-            for (k, v) in [
-                (registry::HARNESS_BOOT_TO_FIO_READY_S, o.boot_to_fio_ready_s),
-                (registry::HARNESS_QEMU_WALL_S, o.qemu_wall_s),
-            ] {
-                if let Some(v) = v {
-                    r.metrics.insert(k.into(), v);
-                }
-            }
-            r
-        }
-        Err(e) => {
-            let prov = Provenance {
-                accelerator: spec.accel.as_str().into(),
-                started_at: results::now_rfc3339(),
-                seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
-                ..Default::default()
-            };
-            RunResult::failed(info, prov, e.to_string(), Timings::default())
-        }
-    };
-    let _ = std::fs::create_dir_all(&spec.run_dir);
-    if let Err(e) = result.write(&spec.run_dir) {
-        tracing::error!("{e}");
-    }
-    if let Err(e) = rerun.write(&spec.run_dir) {
-        tracing::error!("{}: {e}", spec.run_dir.display());
-    }
-    result
-}
-
 /// Runs the whole matrix; returns the index (also written to `out/index.json`).
 pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
     let kernels = ensure_kernels(&cfg.kernels, &cfg.images)?;
@@ -311,36 +260,6 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
     }
     bar.finish_with_message(format!("done, {failed} failed"));
     Ok(index)
-}
-
-/// A boot that failed before the agent sent anything (a guest crash in early boot, a backend
-/// that did not start): infrastructure, not the kernel's behaviour under test.
-pub fn never_reached_agent(r: &RunResult) -> bool {
-    !r.status.is_ok() && r.artifacts.is_empty()
-}
-
-/// [`execute`], booting again (up to `retries` times) when the guest died before its agent
-/// sent anything (an early-boot crash of the emulated machine, not a device problem). Each
-/// failed attempt's directory is kept as `<run dir>.attempt<k>`.
-pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> RunResult {
-    let mut rec = execute(spec, rerun.clone());
-    let mut attempt = 1;
-    while attempt <= retries && never_reached_agent(&rec) {
-        let mut keep = spec.run_dir.clone().into_os_string();
-        keep.push(format!(".attempt{attempt}"));
-        eprintln!(
-            "run {} never reached the guest agent ({:?}); kept as {}, retrying",
-            spec.run_dir.display(),
-            rec.status,
-            keep.to_string_lossy()
-        );
-        if std::fs::rename(&spec.run_dir, &keep).is_err() {
-            break;
-        }
-        rec = execute(spec, rerun.clone());
-        attempt += 1;
-    }
-    rec
 }
 
 fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {

@@ -3,8 +3,10 @@
 //! incompatible change.
 
 mod derive;
+mod launched;
 mod load;
 mod provenance;
+mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,11 +16,13 @@ use serde::{Deserialize, Serialize};
 use crate::agent::Artifact;
 pub use crate::metrics::{GuestInfo, StepResult};
 
+pub use launched::Launched;
 pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
     git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
     KernelProvenance, Provenance, QemuProvenance,
 };
+pub use verdict::{expectations, judge, kv};
 
 /// Version of the results.json layout.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cpio;
 pub mod fio;
 pub mod initramfs;
+pub mod job;
 pub mod kernel;
 pub mod manifest;
 pub mod modules;
