@@ -15,6 +15,7 @@
 //! - [`executor`] (one run), [`matrix`] (suites over kernels), [`cli`] (the commands).
 
 pub mod agent;
+pub mod cli;
 pub mod compare;
 pub mod executor;
 pub mod images;
