@@ -471,3 +471,48 @@ fn detector_resolves_super_and_folder_submodules() {
     assert!(g.get("x").is_none_or(|e| e.is_empty()), "{g:?}");
     assert_eq!(unexpected(&g, &[]), ["x::p -> x::q -> x::p"]);
 }
+
+/// `cargo test -p guest-tests --test no_import_cycles -- --nocapture room_graph` prints the
+/// room graph of guest-tests (who imports whom).
+#[test]
+fn room_graph() {
+    for (from, to) in Tree::from_dir(&crate_src("src")).graph() {
+        let to: Vec<&str> = to.iter().map(String::as_str).collect();
+        println!("{from} -> {}", to.join(", "));
+    }
+}
+
+/// guest-tests' rooms from the bottom up; a room may import only rooms on lower lines.
+const GUEST_TESTS_LAYERS: &[&[&str]] = &[
+    &["paths", "suite"],
+    &["images"],
+    &["launch"],
+    &["agent"],
+    &["metrics"],
+    &["results"],
+    &["compare"],
+    &["report"],
+    &["executor"],
+    &["matrix"],
+    &["cli"],
+];
+
+#[test]
+fn guest_tests_rooms_import_only_downwards() {
+    let layer = |room: &str| {
+        let top = room.split("::").next().unwrap_or(room);
+        GUEST_TESTS_LAYERS
+            .iter()
+            .position(|l| l.contains(&top))
+            .unwrap_or_else(|| panic!("room {top} is in no layer of GUEST_TESTS_LAYERS"))
+    };
+    let mut upward = Vec::new();
+    for (from, to) in Tree::from_dir(&crate_src("src")).graph() {
+        for t in to {
+            if !from.contains("::") && layer(&t) >= layer(&from) {
+                upward.push(format!("{from} -> {t}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that do not go down: {upward:?}");
+}
