@@ -103,6 +103,11 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Measured on the host by the executor (not derived from artefacts).
+    pub fn is_harness(&self) -> bool {
+        matches!(self.def.derive, Derive::Harness)
+    }
+
     /// Plotted by default.
     pub fn is_headline(&self) -> bool {
         match self.def.headline {

@@ -157,7 +157,9 @@ pub fn summary_table(
 /// The table printed after a matrix: the registry's headline metrics and the harness's.
 pub fn headline_table(dir: &Path, kernels: &[String]) -> Result<String, ReportError> {
     let c = compare_dir(dir, kernels)?;
-    let (h, r) = table_where(&c, |m| registry::is_headline(m) || m.contains("harness."));
+    let (h, r) = table_where(&c, |m| {
+        registry::find(m).is_some_and(|r| r.is_headline() || r.is_harness())
+    });
     Ok(markdown_rows(&h, &r))
 }
 
