@@ -91,7 +91,7 @@ fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
         let path = path.to_path_buf();
         move |source| LaunchError::Io { path, source }
     };
-    launch::prepare_dir(dir)?;
+    launch::prepare(spec)?;
     // initrd = base initramfs + job archive.
     let initrd = launch::initrd_path(dir);
     let archive = job::archive(&JobParams {

@@ -157,15 +157,28 @@ fn socket_dir(run_id: &str) -> Result<PathBuf, LaunchError> {
     Ok(d)
 }
 
-/// Checks and creates the run directory (QEMU options cannot carry a `,`).
-pub fn prepare_dir(dir: &Path) -> Result<(), LaunchError> {
+/// Checks what can be checked before anything is built (the run directory can be passed to
+/// QEMU, the variant exists) and creates the run directory.
+pub fn prepare(spec: &RunSpec) -> Result<(), LaunchError> {
+    let dir = &spec.run_dir;
     if dir.display().to_string().contains(',') {
         return Err(LaunchError::Config(format!(
             "run directory {} contains ',' which QEMU options cannot carry",
             dir.display()
         )));
     }
+    variant(spec)?;
     std::fs::create_dir_all(dir).map_err(io(dir))
+}
+
+fn variant(spec: &RunSpec) -> Result<Option<&crate::suite::Variant>, LaunchError> {
+    let suite = &spec.suite;
+    match &spec.variant {
+        Some(v) => Ok(Some(suite.variant(v).ok_or_else(|| {
+            LaunchError::Config(format!("suite '{}' has no variant '{v}'", suite.name))
+        })?)),
+        None => Ok(None),
+    }
 }
 
 /// The initrd a run boots: `RUN/initrd.cpio`.
@@ -182,14 +195,9 @@ pub fn run(
     watch: &mut dyn StreamWatch,
 ) -> Result<RawRun, LaunchError> {
     let dir = &spec.run_dir;
-    prepare_dir(dir)?;
+    prepare(spec)?;
     let suite = &spec.suite;
-    let variant = match &spec.variant {
-        Some(v) => Some(suite.variant(v).ok_or_else(|| {
-            LaunchError::Config(format!("suite '{}' has no variant '{v}'", suite.name))
-        })?),
-        None => None,
-    };
+    let variant = variant(spec)?;
     let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
     let disks = create_disk_images(suite, dir)?;
     let (socket, sock_dir) = socket_path(&spec.run_id, dir)?;
