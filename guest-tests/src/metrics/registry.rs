@@ -11,12 +11,15 @@
 //!    [`super::pattern`]: `{step}` for per-step metrics, extra placeholders such as `{site}` or
 //!    `{k}` for families), unit, [`Better`], description, source, [`Headline`], and its
 //!    derivation: `Derive::Step(fn(&StepResult, &mut Out))` for per-step data,
-//!    `Derive::Guest(..)` for whole-run guest data, or `Derive::Harness` for a value the
-//!    executor measures on the host and inserts under the exact name (host metrics). More
+//!    `Derive::Guest(..)` for whole-run guest data, or `Derive::Host(fn(&HostTimes, &mut Out))`
+//!    for what launch measured on the host (`harness.*`). More
 //!    specific patterns go before more general ones (`..._per_kio` before `{func}`): the first
 //!    match names a metric.
-//! 2. Only if it needs raw data no step has yet: a parser in `metrics/` for the artefact (it
-//!    returns a typed summary stored on [`StepResult`] or [`GuestInfo`]).
+//! 2. Only if it needs raw data nothing records yet: extend the parser of the artefact that
+//!    carries it (its typed summary is already on [`StepResult`] or [`GuestInfo`]), or for a
+//!    host measurement the launch code that fills [`HostTimes`]. A brand-new artefact kind
+//!    also needs its field on [`StepResult`] (`metrics/step.rs`) and its arm in
+//!    `results/derive.rs`.
 //!
 //! Prepared families (not implemented yet), to show the shape:
 //! - per-lock-site lock contention: `{step}.lock.{site}.count`, `.wait_total_us`,
@@ -26,8 +29,9 @@
 //! - irq threads blocked at the same moment: `{step}.irq_blocked_peak` and
 //!   `{step}.irq_blocked_ge{k}_share` (share of the step's time with >= k blocked), from the
 //!   irqsw trace (`put_with(&[("k", "2")], v)`).
-//! - host CPU: `harness.vcpu_cpu_s_per_s` (vCPU CPU-seconds per wall second) as
-//!   `Derive::Harness`, inserted by the executor from the QEMU threads' `/proc` stats.
+//! - host CPU: `harness.vcpu_cpu_s_per_s` (vCPU CPU-seconds per wall second) as a
+//!   `Derive::Host` reading a new [`HostTimes`] field that launch fills from the QEMU vCPU
+//!   threads' `/proc/<pid>/task/*/stat` while it polls.
 //!
 //! A suite that names a `primary_metric` gives its exact compare name; [`find`] checks it
 //! (`find("randread.irq_d_per_kio")`).
@@ -39,6 +43,7 @@ use super::pattern::{self, Captures};
 mod catalog;
 
 use super::{GuestInfo, StepResult};
+use crate::launch::HostTimes;
 pub use catalog::{scan_metric, HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, METRICS};
 
 /// Which way a change is an improvement.
@@ -67,8 +72,8 @@ pub enum Derive {
     Step(fn(&StepResult, &mut Out)),
     /// From what the guest reported about the whole run.
     Guest(fn(&GuestInfo, &mut Out)),
-    /// Measured on the host by the executor and inserted under the exact name.
-    Harness,
+    /// From what launch measured on the host (`harness.*`).
+    Host(fn(&HostTimes, &mut Out)),
 }
 
 /// One metric (or family of metrics sharing a pattern).
@@ -103,9 +108,9 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// Measured on the host by the executor (not derived from artefacts).
+    /// Measured on the host (not derived from artefacts).
     pub fn is_harness(&self) -> bool {
-        matches!(self.def.derive, Derive::Harness)
+        matches!(self.def.derive, Derive::Host(_))
     }
 
     /// Plotted by default.
@@ -168,6 +173,22 @@ pub fn derive_step(m: &mut BTreeMap<String, f64>, step: &StepResult) {
                 &mut Out {
                     pattern: def.pattern,
                     step: &step.name,
+                    m,
+                },
+            );
+        }
+    }
+}
+
+/// Adds the metrics launch measured on the host to `m`.
+pub fn derive_host(m: &mut BTreeMap<String, f64>, times: &HostTimes) {
+    for def in METRICS {
+        if let Derive::Host(f) = def.derive {
+            f(
+                times,
+                &mut Out {
+                    pattern: def.pattern,
+                    step: "",
                     m,
                 },
             );

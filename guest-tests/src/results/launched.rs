@@ -57,17 +57,7 @@ impl RunResult {
         let provenance = provenance(spec, l.raw, l.host, l.started_at);
         let mut r = RunResult::from_artifacts(info, provenance, l.artifacts, timings);
         r.set_status(status);
-        for (k, v) in [
-            (
-                registry::HARNESS_BOOT_TO_FIO_READY_S,
-                l.raw.times.fio_ready_s,
-            ),
-            (registry::HARNESS_QEMU_WALL_S, l.raw.times.qemu_s),
-        ] {
-            if let Some(v) = v {
-                r.metrics.insert(k.into(), v);
-            }
-        }
+        registry::derive_host(&mut r.metrics, &l.raw.times);
         r
     }
 }

@@ -6,9 +6,9 @@ use crate::metrics::{
     is_request_vector, median_sorted, FioDirection, FioSummary, GuestInfo, StepResult,
 };
 
-/// Set by the executor: host wall time from QEMU start to the guest's `disk` artefact.
+/// Measured by launch: host wall time from QEMU start to the guest's `disk` artefact.
 pub const HARNESS_BOOT_TO_FIO_READY_S: &str = "harness.boot_to_fio_ready_s";
-/// Set by the executor: host wall time QEMU ran.
+/// Measured by launch: host wall time QEMU ran.
 pub const HARNESS_QEMU_WALL_S: &str = "harness.qemu_wall_s";
 
 // ---- derivation helpers ----
@@ -87,7 +87,7 @@ macro_rules! def {
     };
 }
 
-use Derive::{Guest, Harness, Step};
+use Derive::{Guest, Host, Step};
 use Headline::{No, Yes};
 
 /// Every metric. First match wins when names are resolved, so specific patterns come first.
@@ -520,7 +520,9 @@ pub static METRICS: &[MetricDef] = &[
         "host",
         No,
         "host wall time from QEMU start to the guest's disk report",
-        Harness
+        Host(|t, o| if let Some(v) = t.fio_ready_s {
+            o.put(v)
+        })
     ),
     def!(
         HARNESS_QEMU_WALL_S,
@@ -529,6 +531,8 @@ pub static METRICS: &[MetricDef] = &[
         "host",
         No,
         "host wall time QEMU ran",
-        Harness
+        Host(|t, o| if let Some(v) = t.qemu_s {
+            o.put(v)
+        })
     ),
 ];
