@@ -2,19 +2,23 @@
 //! (sweep cell) and kernel; for every metric each kernel gets a [`Summary`] and every non-baseline kernel a
 //! [`Versus`] against the baseline (the first kernel).
 //!
+//! Statistics only: rendering is the report's. Units and directions come from the metric
+//! registry ([`crate::metrics::registry`]).
+//!
 //! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
 pub mod sequential;
 mod stats;
+pub mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::results::{RunResult, SweepPoint};
+use crate::metrics::registry::{self, Better};
+use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
     lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
@@ -42,6 +46,103 @@ pub struct Versus {
     pub welch_p: Option<f64>,
     pub mwu: Option<Mwu>,
     pub flag: bool,
+    /// For a flagged change of a metric with a direction (registry): whether it went the better
+    /// way. None when not flagged, or for metrics that are neither better higher nor lower.
+    #[serde(default)]
+    pub improved: Option<bool>,
+    /// mean(kernel) - mean(baseline) with the half-width of its 95 % Welch CI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<Diff>,
+    /// Paired design: statistics of the per-pair differences (kernel - baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+}
+
+/// A difference of means and its 95 % confidence half-width.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Diff {
+    pub mean: f64,
+    pub ci95: f64,
+}
+
+/// Per-pair differences (kernel - baseline) over the pairs where both ran.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Paired {
+    pub n: usize,
+    pub diff: Diff,
+    /// Paired t-test, two-sided.
+    pub t_p: Option<f64>,
+    /// Wilcoxon signed-rank, two-sided (exact for n <= 30).
+    pub wilcoxon_p: Option<f64>,
+}
+
+fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if !(var_of_mean.is_finite() && df > 0.0) {
+        return f64::NAN;
+    }
+    StudentsT::new(0.0, 1.0, df)
+        .map(|t| t.inverse_cdf(0.975) * var_of_mean.sqrt())
+        .unwrap_or(f64::NAN)
+}
+
+fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let v = if x.len() > 1 {
+        x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        f64::NAN
+    };
+    (m, v)
+}
+
+/// Welch's difference of means (b - a) with its 95 % CI half-width.
+fn welch_diff(a: &[f64], b: &[f64]) -> Option<Diff> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let ((ma, va), (mb, vb)) = (mean_var(a), mean_var(b));
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se2 = sa + sb;
+    let df = if se2 > 0.0 {
+        se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64)
+    } else {
+        f64::INFINITY
+    };
+    Some(Diff {
+        mean: mb - ma,
+        ci95: if se2 > 0.0 {
+            t_half_width(se2, df)
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Paired statistics over the pair ids both kernels have.
+fn paired(base: &BTreeMap<u32, f64>, other: &BTreeMap<u32, f64>) -> Option<Paired> {
+    let d: Vec<f64> = base
+        .iter()
+        .filter_map(|(p, b)| other.get(p).map(|o| o - b))
+        .collect();
+    if d.len() < 2 {
+        return None;
+    }
+    let (m, v) = mean_var(&d);
+    Some(Paired {
+        n: d.len(),
+        diff: Diff {
+            mean: m,
+            ci95: if v > 0.0 {
+                t_half_width(v / d.len() as f64, (d.len() - 1) as f64)
+            } else {
+                0.0
+            },
+        },
+        t_p: sequential::paired_t_p(&d),
+        wilcoxon_p: sequential::wilcoxon_signed_rank_p(&d),
+    })
 }
 
 /// One metric in one (suite, variant) cell.
@@ -51,6 +152,11 @@ pub struct MetricRow {
     pub variant: Option<String>,
     pub sweep: Option<SweepPoint>,
     pub metric: String,
+    /// The metric's unit and direction from the registry (empty / None when undeclared).
+    #[serde(default)]
+    pub unit: String,
+    #[serde(default)]
+    pub better: Option<Better>,
     /// Kernel -> summary, in kernel order (kernels without values are absent).
     pub per_kernel: Vec<(String, Summary)>,
     pub versus: Vec<Versus>,
@@ -105,8 +211,9 @@ impl Comparison {
     }
 }
 
-/// Compares `runs`. `kernels` fixes the order (first = baseline); when empty, kernels are
-/// taken in order of first appearance. Failed runs are excluded and listed.
+/// Compares `runs` (in the order of [`crate::results::load_runs`]). `kernels` fixes the order
+/// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded and
+/// listed.
 pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, CompareError> {
     let mut excluded = Vec::new();
     let ok: Vec<&RunResult> = runs
@@ -125,14 +232,7 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
     if ok.is_empty() {
         return Err(CompareError::NoRuns);
     }
-    let mut order: Vec<String> = kernels.to_vec();
-    if order.is_empty() {
-        for r in &ok {
-            if !order.contains(&r.info.kernel) {
-                order.push(r.info.kernel.clone());
-            }
-        }
-    }
+    let order = kernel_order(runs, kernels);
     for k in &order {
         if !ok.iter().any(|r| &r.info.kernel == k) {
             return Err(CompareError::MissingKernel(k.clone()));
@@ -174,6 +274,7 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
             .collect();
         for m in &metrics {
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut pairs: BTreeMap<String, BTreeMap<u32, f64>> = BTreeMap::new();
             for k in &order {
                 let v: Vec<f64> = runs
                     .iter()
@@ -183,11 +284,19 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
                 if !v.is_empty() {
                     values.insert(k.clone(), v);
                 }
+                let p: BTreeMap<u32, f64> = runs
+                    .iter()
+                    .filter(|r| &r.info.kernel == k)
+                    .filter_map(|r| Some((r.info.pair?, r.metric(m)?)))
+                    .collect();
+                if !p.is_empty() {
+                    pairs.insert(k.clone(), p);
+                }
             }
             if values.is_empty() {
                 continue;
             }
-            rows.push(row(cell, m, &order, values));
+            rows.push(row(cell, m, &order, values, &pairs));
         }
     }
     Ok(Comparison {
@@ -203,11 +312,14 @@ fn row(
     metric: &str,
     order: &[String],
     values: BTreeMap<String, Vec<f64>>,
+    pairs: &BTreeMap<String, BTreeMap<u32, f64>>,
 ) -> MetricRow {
     let per_kernel: Vec<(String, Summary)> = order
         .iter()
         .filter_map(|k| Some((k.clone(), summarize(values.get(k)?)?)))
         .collect();
+    let def = registry::find(metric).map(|r| r.def);
+    let better = def.map(|d| d.better);
     let mut versus = Vec::new();
     let base = &order[0];
     if let (Some(bv), Some(bs)) = (
@@ -216,12 +328,24 @@ fn row(
     ) {
         for (k, s) in per_kernel.iter().filter(|(k, _)| k != base) {
             let ov = &values[k];
+            let flag = lkp_flag(bs, s, LKP_THRESHOLD);
+            let up = s.median > bs.median;
             versus.push(Versus {
                 kernel: k.clone(),
                 ratio: (bs.median != 0.0).then(|| s.median / bs.median),
                 welch_p: welch_p(bv, ov),
                 mwu: mann_whitney(bv, ov),
-                flag: lkp_flag(bs, s, LKP_THRESHOLD),
+                flag,
+                improved: match better {
+                    Some(Better::Higher) if flag => Some(up),
+                    Some(Better::Lower) if flag => Some(!up),
+                    _ => None,
+                },
+                diff: welch_diff(bv, ov),
+                paired: pairs
+                    .get(base)
+                    .zip(pairs.get(k))
+                    .and_then(|(b, o)| paired(b, o)),
             });
         }
     }
@@ -230,145 +354,13 @@ fn row(
         variant: variant.clone(),
         sweep: sweep.clone(),
         metric: metric.to_string(),
+        unit: def.map_or_else(String::new, |d| d.unit.to_string()),
+        better,
         per_kernel,
         versus,
         values,
     }
 }
 
-/// A number with about 4 significant digits, no exponent for everyday magnitudes.
-pub fn fmt_num(v: f64) -> String {
-    let a = v.abs();
-    if v == 0.0 {
-        "0".into()
-    } else if !v.is_finite() {
-        format!("{v}")
-    } else if !(1e-3..1e7).contains(&a) {
-        format!("{v:.3e}")
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 10.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// A p-value: 4 decimals, or 2 significant digits below 0.001.
-pub fn fmt_p(p: Option<f64>) -> String {
-    match p {
-        None => "–".into(),
-        Some(p) if p < 1e-3 => format!("{p:.1e}"),
-        Some(p) => format!("{p:.4}"),
-    }
-}
-
-fn cell(s: Option<&Summary>) -> String {
-    match s {
-        None => "–".into(),
-        Some(s) => {
-            let ci = s.ci95.map_or(String::new(), |(lo, hi)| {
-                format!(" [{}, {}]", fmt_num(lo), fmt_num(hi))
-            });
-            let cv =
-                s.cv.map_or(String::new(), |c| format!(", CV {:.0} %", c * 100.0));
-            format!("{}{ci} (n={}{cv})", fmt_num(s.median), s.n)
-        }
-    }
-}
-
-/// The comparison as a header and rows of cells; `filter` keeps metrics whose name contains
-/// any of the given substrings (all when empty). Shared by the stdout table and the report.
-pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
-    let base = c.baseline();
-    let header = [
-        "metric",
-        if c.several_suites() {
-            "suite / variant"
-        } else {
-            "variant"
-        },
-        &format!("{base} median [95 % CI of mean]"),
-        "kernel",
-        "median [95 % CI of mean]",
-        "ratio",
-        "Welch p",
-        "Mann-Whitney p",
-        "flag",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut rows = Vec::new();
-    for r in &c.rows {
-        if !filter.is_empty() && !filter.iter().any(|f| r.metric.contains(f.as_str())) {
-            continue;
-        }
-        let variant = r.cell_label(c.several_suites());
-        let bcell = cell(r.summary(base));
-        if r.versus.is_empty() {
-            let mut row = vec![r.metric.clone(), variant.clone(), bcell.clone()];
-            row.resize(header.len(), String::new());
-            rows.push(row);
-        }
-        for v in &r.versus {
-            let mwu = v.mwu.map_or_else(
-                || "–".to_string(),
-                |m| {
-                    let tag = if m.method == MwuMethod::Exact {
-                        ""
-                    } else {
-                        " (approx)"
-                    };
-                    format!("{}{tag}", fmt_p(Some(m.p)))
-                },
-            );
-            rows.push(vec![
-                r.metric.clone(),
-                variant.clone(),
-                bcell.clone(),
-                v.kernel.clone(),
-                cell(r.summary(&v.kernel)),
-                v.ratio.map_or("–".into(), |x| format!("{x:.3}")),
-                fmt_p(v.welch_p),
-                mwu,
-                if v.flag {
-                    "**CHANGED**".into()
-                } else {
-                    String::new()
-                },
-            ]);
-        }
-    }
-    (header, rows)
-}
-
-/// Renders a header and rows as a Markdown table (`|` in cells escaped).
-pub fn markdown_rows(header: &[String], rows: &[Vec<String>]) -> String {
-    let esc = |s: &String| s.replace('|', "\\|");
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| {} |",
-        header.iter().map(esc).collect::<Vec<_>>().join(" | ")
-    );
-    let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "| {} |",
-            r.iter().map(esc).collect::<Vec<_>>().join(" | ")
-        );
-    }
-    out
-}
-
-/// The comparison as a Markdown table (see [`table`]).
-pub fn markdown_table(c: &Comparison, filter: &[String]) -> String {
-    let (h, r) = table(c, filter);
-    markdown_rows(&h, &r)
-}
-
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

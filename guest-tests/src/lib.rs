@@ -1,16 +1,28 @@
 //! guest-tests: boot real guest kernels against vhost-blk under QEMU, run fio suites and SCSI
 //! scan timings in the guest, collect results with provenance, and compare kernels A/B.
 //!
-//! Pipeline: [`images`] -> [`launch`] -> [`agent`] -> [`results`] -> [`compare`] -> report;
-//! [`matrix`] runs suites ([`suite`], [`job`]) over kernels.
+//! Rooms, each importing only rooms below it (`tests/no_import_cycles.rs` keeps it so):
+//!
+//! - [`paths`], [`suite`]: where things live; suites as data (read by every stage).
+//! - [`images`]: kernels, initramfs, and the per-run initrd ([`images::job`]).
+//! - [`launch`]: backend + QEMU; returns the raw results stream and the host's verdict.
+//! - [`agent`]: the guest protocol's framing parser (fed by launch, parses each byte once).
+//! - [`metrics`]: artefact parsers and the metric registry ([`metrics::registry`]).
+//! - [`results`]: judges a run, derives its metrics, builds results.json with provenance,
+//!   loads matrices ([`results::load_runs`]).
+//! - [`compare`]: statistics only.
+//! - [`report`]: Markdown/HTML/SVG and the tables.
+//! - [`executor`] (one run), [`matrix`] (suites over kernels), [`cli`] (the commands).
 
 pub mod agent;
+pub mod cli;
 pub mod compare;
+pub mod executor;
 pub mod images;
-pub mod job;
 pub mod launch;
 pub mod matrix;
 pub mod metrics;
+pub mod paths;
 pub mod report;
 pub mod results;
 pub mod suite;

@@ -1,18 +1,26 @@
-//! Run orchestration: kernels x variants x repeats, interleaved (A B A B ...) so host drift is
-//! spread over all kernels; one subdirectory per run plus `index.json`; a failed run is recorded
-//! and the matrix goes on.
+//! Run orchestration: kernels x variants x repeats, one subdirectory per run plus
+//! `index.json`; a failed run is recorded and the matrix goes on.
+//!
+//! Designs ([`Design`]): `interleaved` boots one guest at a time, A B A B ..., so host drift is
+//! spread over all kernels; `paired` boots the kernels of one repeat at the same time, each with
+//! its own backend, so host noise hits them alike and compare can use paired statistics (runs
+//! carry their `pair`). With a [`SeqPlan`] the matrix stops as soon as the suite's primary
+//! metric is decided by the sequential test of [`crate::compare::sequential`].
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::compare::sequential::{Decision, Sequential};
+pub use crate::executor::{execute, execute_retrying, never_reached_agent};
 use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun::RerunInfo;
-use crate::launch::{self, host, RunSpec};
-use crate::results::{self, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
+use crate::launch::{host, RunSpec};
+use crate::metrics::registry;
+use crate::results::{load_runs, RunResult, RunStatus};
 use crate::suite::{Bios, Suite};
 
 /// Errors that stop the whole matrix (before or between runs).
@@ -45,6 +53,43 @@ pub struct MatrixConfig {
     pub retries: u32,
     pub progress: bool,
     pub images: ImageOptions,
+    pub design: Design,
+    /// Stop when the primary metric is decided (None: run every repeat).
+    pub until_decided: Option<SeqPlan>,
+    /// Appended to the suite's backend arguments (e.g. `--threads 2`).
+    pub extra_backend_args: Vec<String>,
+}
+
+/// How the kernels of one repeat share the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Design {
+    /// One guest at a time: A B A B ...
+    #[default]
+    Interleaved,
+    /// The kernels of a repeat boot at the same time, each with its own backend.
+    Paired,
+}
+
+impl std::str::FromStr for Design {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "interleaved" => Ok(Design::Interleaved),
+            "paired" => Ok(Design::Paired),
+            o => Err(format!(
+                "unknown --design '{o}' (known: interleaved, paired)"
+            )),
+        }
+    }
+}
+
+/// Sequential stopping on the suite's primary metric: first look after `min_n` repeats, at most
+/// the matrix's `repeat`, overall level `alpha`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SeqPlan {
+    pub alpha: f64,
+    pub min_n: usize,
 }
 
 /// One planned run of the matrix.
@@ -122,6 +167,21 @@ pub struct Index {
     pub repeat: u32,
     pub accel: Accel,
     pub runs: Vec<IndexEntry>,
+    #[serde(default)]
+    pub design: Design,
+    /// The sequential test's looks, when the matrix ran until decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialRecord>,
+}
+
+/// What the sequential test saw and decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequentialRecord {
+    pub metric: String,
+    pub test: String,
+    pub plan: Sequential,
+    /// Repeats (boots per kernel) when it stopped.
+    pub boots_per_kernel: usize,
 }
 
 impl Index {
@@ -170,60 +230,53 @@ pub fn resolve_accel(
         &version,
         &host::host_release(),
         &kernel.bzimage,
-        &host::cache_dir(),
+        &crate::paths::cache_dir(),
     ))
 }
 
-/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
-/// a failed run with what is known).
-pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
-    let sweep = spec.variant.as_deref().and_then(|v| {
-        let value = spec.suite.variant(v)?.value?;
-        Some(SweepPoint {
-            param: spec.suite.spec.sweep_param.clone()?,
-            value,
-        })
-    });
-    let info = RunInfo {
-        suite: spec.suite.name.clone(),
-        kernel: spec.kernel.variant.clone(),
-        repeat: rerun.repeat,
-        variant: spec.variant.clone(),
-        sweep,
-        run_dir: spec.run_dir.clone(),
+/// A one-line account of a finished run, for logs (stdout not a terminal).
+fn run_line(i: usize, n: usize, p: &Planned, rec: &RunResult, primary: Option<&str>) -> String {
+    let state = if rec.status.is_ok() { "ok" } else { "FAILED" };
+    let wall = rec.timings.total_wall_s.unwrap_or(0.0);
+    let m = primary
+        .and_then(|name| rec.metric(name).map(|v| format!(" {name}={v:.4}")))
+        .unwrap_or_default();
+    format!(
+        "[{}/{n}] {} r{} {state} {wall:.0} s{m}",
+        i + 1,
+        p.kernel,
+        p.repeat
+    )
+}
+
+/// The p-value the sequential test looks at: paired t on per-pair differences (paired design),
+/// else Welch; between the first two kernels, on the suite's primary metric.
+fn primary_p(cfg: &MatrixConfig, metric: &str) -> (Option<f64>, usize, String) {
+    let runs: Vec<RunResult> = load_runs(&[cfg.out.clone()])
+        .runs
+        .into_iter()
+        .filter(|r| r.status.is_ok())
+        .collect();
+    let Ok(c) = crate::compare::compare(&runs, &cfg.kernels) else {
+        return (None, 0, String::new());
     };
-    let result = match launch::run(spec) {
-        Ok(o) => {
-            let mut r = RunResult::from_artifacts(info, o.provenance, &o.artifacts, o.timings);
-            r.set_status(o.status);
-            for (k, v) in [
-                ("harness.boot_to_fio_ready_s", o.boot_to_fio_ready_s),
-                ("harness.qemu_wall_s", o.qemu_wall_s),
-            ] {
-                if let Some(v) = v {
-                    r.metrics.insert(k.into(), v);
-                }
-            }
-            r
-        }
-        Err(e) => {
-            let prov = Provenance {
-                accelerator: spec.accel.as_str().into(),
-                started_at: results::now_rfc3339(),
-                seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
-                ..Default::default()
-            };
-            RunResult::failed(info, prov, e.to_string(), Timings::default())
-        }
+    let Some(row) = c.metric(metric).next() else {
+        return (None, 0, String::new());
     };
-    let _ = std::fs::create_dir_all(&spec.run_dir);
-    if let Err(e) = result.write(&spec.run_dir) {
-        tracing::error!("{e}");
+    let n = cfg
+        .kernels
+        .iter()
+        .take(2)
+        .map(|k| row.values.get(k).map_or(0, Vec::len))
+        .min()
+        .unwrap_or(0);
+    let Some(v) = row.versus.first() else {
+        return (None, n, String::new());
+    };
+    match (cfg.design, &v.paired) {
+        (Design::Paired, Some(pd)) => (pd.t_p, pd.n, "paired t".into()),
+        _ => (v.welch_p, n, "Welch t".into()),
     }
-    if let Err(e) = rerun.write(&spec.run_dir) {
-        tracing::error!("{}: {e}", spec.run_dir.display());
-    }
-    result
 }
 
 /// Runs the whole matrix; returns the index (also written to `out/index.json`).
@@ -241,9 +294,12 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         repeat: cfg.repeat,
         accel,
         runs: vec![],
+        design: cfg.design,
+        sequential: None,
     };
     index.write(&cfg.out)?;
-    let bar = if cfg.progress {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let bar = if cfg.progress && tty {
         indicatif::ProgressBar::new(planned.len() as u64)
     } else {
         indicatif::ProgressBar::hidden()
@@ -255,20 +311,38 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let mut failed = 0;
-    for p in &planned {
-        bar.set_message(format!("{} (failed so far: {failed})", p.dir));
+    let say = |line: String| {
+        if tty {
+            bar.println(line)
+        } else {
+            println!("{line}")
+        }
+    };
+    let mut suite = cfg.suite.clone();
+    suite
+        .spec
+        .backend_args
+        .extend(cfg.extra_backend_args.iter().cloned());
+    let primary = suite.spec.primary_metric.clone();
+    let mut seq = match (&cfg.until_decided, &primary) {
+        (Some(sp), Some(m)) => Some((
+            Sequential::new(sp.alpha, sp.min_n, cfg.repeat as usize),
+            m.clone(),
+        )),
+        _ => None,
+    };
+    let spec_of = |p: &Planned| -> Result<RunSpec, MatrixError> {
         let kernel = kernels
             .iter()
             .zip(&cfg.kernels)
             .find(|(_, n)| **n == p.kernel)
             .map(|(k, _)| k.clone())
             .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
-        let spec = RunSpec {
+        Ok(RunSpec {
             run_id: format!("{}-{}", cfg.suite.name, p.dir),
             run_dir: cfg.out.join(&p.dir),
             kernel,
-            suite: cfg.suite.clone(),
+            suite: suite.clone(),
             variant: p.variant.clone(),
             seed: p.seed,
             accel,
@@ -276,70 +350,101 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             timeout: cfg.timeout,
             backend_bin: cfg.backend_bin.clone(),
             qemu_bin: cfg.qemu_bin.clone(),
+            pair: (cfg.design == Design::Paired).then_some(p.repeat),
+        })
+    };
+    // One group = the runs of one repeat (and variant): run together in the paired design.
+    let mut groups: Vec<Vec<&Planned>> = Vec::new();
+    for p in &planned {
+        match groups.last_mut() {
+            Some(g)
+                if cfg.design == Design::Paired
+                    && g[0].repeat == p.repeat
+                    && g[0].variant == p.variant =>
+            {
+                g.push(p)
+            }
+            _ => groups.push(vec![p]),
+        }
+    }
+    let mut failed = 0;
+    let mut done = 0;
+    for g in groups {
+        bar.set_message(format!("{} (failed so far: {failed})", g[0].dir));
+        let specs: Vec<RunSpec> = g.iter().map(|p| spec_of(p)).collect::<Result<_, _>>()?;
+        let recs: Vec<(RunResult, u32)> = if specs.len() == 1 {
+            vec![execute_retrying(
+                &specs[0],
+                rerun_info(cfg, g[0]),
+                cfg.retries,
+            )]
+        } else {
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = specs
+                    .iter()
+                    .zip(&g)
+                    .map(|(spec, p)| {
+                        let ri = rerun_info(cfg, p);
+                        let _ = p;
+                        sc.spawn(move || execute_retrying(spec, ri, cfg.retries))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join()
+                            .map_err(|_| MatrixError::Input("a run's thread panicked".into()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })?
         };
-        let mut rec = execute(&spec, rerun_info(cfg, p));
-        let mut attempts = 1;
-        while attempts <= cfg.retries && never_reached_agent(&rec) {
-            let keep = cfg.out.join(format!("{}.attempt{attempts}", p.dir));
-            bar.println(format!(
-                "run {} never reached the guest agent ({:?}); kept as {}, retrying",
-                p.dir,
-                rec.status,
-                keep.display()
-            ));
-            std::fs::rename(&spec.run_dir, &keep).map_err(|e| MatrixError::Io {
-                path: keep.clone(),
-                msg: e.to_string(),
-            })?;
-            rec = execute(&spec, rerun_info(cfg, p));
-            attempts += 1;
+        for (p, (rec, attempts)) in g.iter().zip(recs) {
+            if !rec.status.is_ok() {
+                failed += 1;
+                say(format!("run {} failed: {:?}", p.dir, rec.status));
+            }
+            if !tty || !cfg.progress {
+                say(run_line(done, planned.len(), p, &rec, primary.as_deref()));
+            }
+            done += 1;
+            index.runs.push(IndexEntry {
+                planned: (*p).clone(),
+                status: rec.status.clone(),
+                boot_to_fio_ready_s: rec.metric(registry::HARNESS_BOOT_TO_FIO_READY_S),
+                total_s: rec.timings.total_wall_s.unwrap_or(0.0),
+                attempts,
+            });
+            bar.inc(1);
         }
-        if !rec.status.is_ok() {
-            failed += 1;
-            bar.println(format!("run {} failed: {:?}", p.dir, rec.status));
+        // A look after every complete round of all kernels.
+        let round_done = g
+            .last()
+            .is_some_and(|p| p.kernel == *cfg.kernels.last().unwrap_or(&p.kernel));
+        if let (Some((sq, metric)), true) = (seq.as_mut(), round_done) {
+            let (p, n, test) = primary_p(cfg, metric);
+            let d = sq.look(n, p);
+            if let Some(l) = sq.looks.last().filter(|l| l.n == n) {
+                say(format!(
+                    "sequential look at n={n} per kernel: {test} p={} vs level {:.2e} -> {:?}",
+                    p.map_or("n/a".into(), |p| format!("{p:.2e}")),
+                    l.nominal_alpha,
+                    d
+                ));
+            }
+            index.sequential = Some(SequentialRecord {
+                metric: metric.clone(),
+                test,
+                plan: sq.clone(),
+                boots_per_kernel: n,
+            });
+            if d != Decision::Continue {
+                index.write(&cfg.out)?;
+                break;
+            }
         }
-        index.runs.push(IndexEntry {
-            planned: p.clone(),
-            status: rec.status.clone(),
-            boot_to_fio_ready_s: rec.metric("harness.boot_to_fio_ready_s"),
-            total_s: rec.timings.total_wall_s.unwrap_or(0.0),
-            attempts,
-        });
         index.write(&cfg.out)?;
-        bar.inc(1);
     }
     bar.finish_with_message(format!("done, {failed} failed"));
     Ok(index)
-}
-
-/// A boot that failed before the agent sent anything (a guest crash in early boot, a backend
-/// that did not start): infrastructure, not the kernel's behaviour under test.
-pub fn never_reached_agent(r: &RunResult) -> bool {
-    !r.status.is_ok() && r.artifacts.is_empty()
-}
-
-/// [`execute`], booting again (up to `retries` times) when the guest died before its agent
-/// sent anything (an early-boot crash of the emulated machine, not a device problem). Each
-/// failed attempt's directory is kept as `<run dir>.attempt<k>`.
-pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> RunResult {
-    let mut rec = execute(spec, rerun.clone());
-    let mut attempt = 1;
-    while attempt <= retries && never_reached_agent(&rec) {
-        let mut keep = spec.run_dir.clone().into_os_string();
-        keep.push(format!(".attempt{attempt}"));
-        eprintln!(
-            "run {} never reached the guest agent ({:?}); kept as {}, retrying",
-            spec.run_dir.display(),
-            rec.status,
-            keep.to_string_lossy()
-        );
-        if std::fs::rename(&spec.run_dir, &keep).is_err() {
-            break;
-        }
-        rec = execute(spec, rerun.clone());
-        attempt += 1;
-    }
-    rec
 }
 
 fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
@@ -355,6 +460,7 @@ fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         timeout_secs: cfg.timeout.as_secs(),
         backend_bin: cfg.backend_bin.clone(),
         qemu_bin: cfg.qemu_bin.clone(),
+        extra_backend_args: cfg.extra_backend_args.clone(),
     }
 }
 
@@ -386,6 +492,11 @@ pub fn rerun(
             )));
         }
     }
+    let mut suite = suite;
+    suite
+        .spec
+        .backend_args
+        .extend(r.extra_backend_args.iter().cloned());
     let kernel = ensure_kernels(std::slice::from_ref(&r.kernel), images_opts)?.remove(0);
     let old_hash = &old.provenance.kernel.bzimage_sha256;
     if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
@@ -404,6 +515,7 @@ pub fn rerun(
         timeout: Duration::from_secs(r.timeout_secs),
         backend_bin: r.backend_bin.clone(),
         qemu_bin: r.qemu_bin.clone(),
+        pair: None,
     };
     Ok(execute(&spec, r))
 }

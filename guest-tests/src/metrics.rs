@@ -1,4 +1,6 @@
-//! Parsers for the artefacts the guest agent sends (docs/design/guest-protocol.md).
+//! Parsers for the artefacts the guest agent sends (docs/design/guest-protocol.md), the typed
+//! step and guest data they fill ([`StepResult`], [`GuestInfo`]), and the metric registry
+//! ([`registry`]) that derives the flat metrics from them.
 //!
 //! Every parser takes untrusted guest text and returns either a typed summary or a
 //! [`MetricsError`]; none of them panics. Lines a parser does not understand are skipped
@@ -8,7 +10,11 @@ mod fio;
 mod interrupts;
 mod irqsw;
 mod locks;
+mod order;
+pub mod pattern;
+pub mod registry;
 mod stacks;
+mod step;
 mod text;
 
 pub use fio::{parse_fio, FioDirection, FioSummary};
@@ -18,7 +24,9 @@ pub use locks::{
     by_site, concurrency, parse_locks, peak_per_bin, Concurrency, LockFigures, LockWaits, SiteWait,
     Wait, TIMELINE_BIN_MS,
 };
+pub use order::{median_sorted, quantile_sorted};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
+pub use step::{GuestInfo, StepResult};
 pub use text::{
     parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,
     GuestStatus, Rescan, ScanTimes, StepRecord, Verify,

@@ -3,7 +3,10 @@
 //! incompatible change.
 
 mod derive;
+mod launched;
+mod load;
 mod provenance;
+mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,14 +14,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::Artifact;
-use crate::metrics::{
-    FioSummary, InterruptCounts, IrqSwitches, LockSites, Rescan, ScanTimes, Verify,
-};
+pub use crate::metrics::{GuestInfo, StepResult};
 
+pub use launched::Launched;
+pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
     git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
     KernelProvenance, Provenance, QemuProvenance,
 };
+pub use verdict::{expectations, judge, kv};
 
 /// Version of the results.json layout.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +61,15 @@ pub struct RunInfo {
     pub sweep: Option<SweepPoint>,
     /// The run directory (as given by the harness).
     pub run_dir: PathBuf,
+    /// Paired design: the repeat whose kernels booted at the same time (compare pairs them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair: Option<u32>,
+    /// The suite's primary and secondary metrics (exact compare names), kept so that a report
+    /// rebuilt from results alone knows its verdict metrics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_metric: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secondary_metric: Option<String>,
 }
 
 /// A point on a sweep axis.
@@ -92,35 +105,6 @@ pub struct Timings {
     pub wall_to_first_artifact_s: Option<f64>,
     /// Host wall time of the whole run.
     pub total_wall_s: Option<f64>,
-}
-
-/// One step the agent ran, with what its artefacts said.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StepResult {
-    /// As the agent names it: `1-randread.fio`.
-    pub label: String,
-    /// Metric prefix: `randread`.
-    pub name: String,
-    pub rc: Option<i64>,
-    pub secs: Option<f64>,
-    pub fio: Option<FioSummary>,
-    /// Per-vector interrupt deltas over the step.
-    pub interrupts: Option<InterruptCounts>,
-    pub irq_switches: Option<IrqSwitches>,
-    pub lock_sites: Option<LockSites>,
-    pub funcs: Option<BTreeMap<String, u64>>,
-}
-
-/// What the guest reported about itself and its disk.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GuestInfo {
-    pub meta: BTreeMap<String, String>,
-    pub disk: BTreeMap<String, String>,
-    pub scan: Option<ScanTimes>,
-    pub rescans: Vec<Rescan>,
-    pub verify: Option<Verify>,
 }
 
 /// One artefact as received.

@@ -180,6 +180,11 @@ pub struct SuiteSpec {
     /// Lock waits of the request irq threads from `lock:contention_*` (in-kernel histograms).
     #[serde(default)]
     pub trace_locks: bool,
+    /// The metric an A/B verdict is about, exactly as compare prints it (checked against the
+    /// metric registry when a matrix is planned).
+    pub primary_metric: Option<String>,
+    /// A second metric the verdict reports beside the primary one.
+    pub secondary_metric: Option<String>,
     #[serde(default)]
     pub func_count: Vec<String>,
     #[serde(default)]

@@ -185,11 +185,10 @@ fn smoke_on_vhost_blk() {
         "{} is not a working vhost-blk (--version: {version}); `cargo build -p vhost-blk`",
         bin.display()
     );
-    let in_tree = bin.canonicalize().unwrap().starts_with(
-        guest_tests::launch::host::repo_root()
-            .canonicalize()
-            .unwrap(),
-    );
+    let in_tree = bin
+        .canonicalize()
+        .unwrap()
+        .starts_with(guest_tests::paths::repo_root().canonicalize().unwrap());
     let r = check_smoke_with("smoke", Some(bin));
     assert_eq!(r.provenance.backend.name, "vhost-blk");
     assert!(r.provenance.backend.version.starts_with("vhost-blk"));

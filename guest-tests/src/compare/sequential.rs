@@ -63,7 +63,12 @@ pub fn wilcoxon_signed_rank_p(d: &[f64]) -> Option<f64> {
         }
         i = j + 1;
     }
-    let w_plus2: u64 = v.iter().zip(&r2).filter(|(x, _)| **x > 0.0).map(|(_, r)| *r).sum();
+    let w_plus2: u64 = v
+        .iter()
+        .zip(&r2)
+        .filter(|(x, _)| **x > 0.0)
+        .map(|(_, r)| *r)
+        .sum();
     let total2: u64 = r2.iter().sum();
     if n <= 30 {
         // counts[s] = number of sign patterns with doubled W+ = s

@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
+pub use crate::metrics::{median_sorted, quantile_sorted};
+
 /// Largest n1 + n2 for which the exact Mann-Whitney distribution is used.
 pub const MWU_EXACT_MAX_N: usize = 60;
 
@@ -30,23 +32,6 @@ pub struct Summary {
     /// First and third quartiles (linear interpolation, numpy's default).
     pub q1: f64,
     pub q3: f64,
-}
-
-/// Median of an ascending slice (NaN when empty).
-pub fn median_sorted(v: &[f64]) -> f64 {
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The `p` quantile (0..=1) of an ascending, non-empty slice, interpolating linearly between
-/// closest ranks.
-pub fn quantile_sorted(v: &[f64], p: f64) -> f64 {
-    let h = (v.len() - 1) as f64 * p.clamp(0.0, 1.0);
-    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
-    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
 }
 
 fn mean(x: &[f64]) -> f64 {

@@ -22,7 +22,7 @@ fn run(kernel: &str, variant: Option<(&str, f64)>, metrics: &[(&str, f64)]) -> R
 const A: [f64; 6] = [12.1, 14.3, 9.8, 15.6, 11.2, 12.4];
 const B: [f64; 6] = [5.2, 6.1, 4.9, 6.3, 5.5, 6.0];
 
-fn ab_runs() -> Vec<RunResult> {
+pub(crate) fn ab_runs() -> Vec<RunResult> {
     let mut v = Vec::new();
     // Interleaved like a real experiment; IOPS identical in distribution.
     for i in 0..6 {
@@ -118,53 +118,4 @@ fn sweep_cells_are_compared_separately_in_axis_order() {
     let ratios: Vec<f64> = c.rows.iter().map(|r| r.versus[0].ratio.unwrap()).collect();
     assert!((ratios[0] - 0.5).abs() < 1e-12 && (ratios[2] - 1.0).abs() < 1e-12);
     assert!(c.rows[0].versus[0].flag && !c.rows[2].versus[0].flag);
-}
-
-#[test]
-fn markdown_table_shows_the_numbers() {
-    let c = compare(&ab_runs(), &[]).unwrap();
-    let t = markdown_table(&c, &["irq_d".into()]);
-    let lines: Vec<&str> = t.lines().collect();
-    assert_eq!(lines.len(), 3, "{t}");
-    assert!(lines[0].starts_with("| metric |") && lines[0].contains("base median"));
-    let row = lines[2];
-    assert!(row.contains("| rr.irq_d_per_kio |"), "{row}");
-    assert!(row.contains("12.25 [10.37, 14.77] (n=6, CV 17 %)"), "{row}");
-    assert!(row.contains("| 0.469 |"), "{row}");
-    assert!(row.contains("| 3.0e-4 |"), "{row}");
-    assert!(row.contains("| 0.0022 |"), "{row}");
-    assert!(row.contains("**CHANGED**"), "{row}");
-    assert_eq!(markdown_table(&c, &[]).lines().count(), 4);
-}
-
-#[test]
-fn number_formatting() {
-    assert_eq!(fmt_num(12.25), "12.25");
-    assert_eq!(fmt_num(5033.4), "5033");
-    assert_eq!(fmt_num(0.5), "0.500");
-    assert_eq!(fmt_num(0.0), "0");
-    assert_eq!(fmt_num(1.5e-5), "1.500e-5");
-    assert_eq!(fmt_p(Some(0.00065)), "6.5e-4");
-    assert_eq!(fmt_p(Some(0.0022)), "0.0022");
-    assert_eq!(fmt_p(Some(4e-7)), "4.0e-7");
-    assert_eq!(fmt_p(None), "–");
-}
-
-#[test]
-fn suites_are_never_pooled() {
-    let mut runs = ab_runs();
-    for r in runs.iter_mut().take(4) {
-        r.info.suite = "other".into();
-    }
-    let c = compare(&runs, &[]).unwrap();
-    assert_eq!(c.suites, ["other", "t"]);
-    let rows: Vec<&MetricRow> = c.metric("rr.iops").collect();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].suite, "other");
-    assert_eq!(rows[0].summary("base").unwrap().n, 2);
-    assert_eq!(rows[1].summary("base").unwrap().n, 4);
-    assert_eq!(rows[1].cell_label(c.several_suites()), "t");
-    let t = markdown_table(&c, &["iops".into()]);
-    assert!(t.starts_with("| metric | suite / variant |"), "{t}");
-    assert!(t.contains("| rr.iops | other |"), "{t}");
 }

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cpio;
 pub mod fio;
 pub mod initramfs;
+pub mod job;
 pub mod kernel;
 pub mod manifest;
 pub mod modules;
@@ -113,25 +114,16 @@ impl ImageError {
     }
 }
 
-/// The repository root: `$VB_ROOT`, else the directory above this crate.
-pub fn repo_root() -> PathBuf {
-    let root = std::env::var_os("VB_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-    root.canonicalize().unwrap_or(root)
-}
-
 /// The manifest path: `<repo>/images/kernels.toml`.
 pub fn manifest_path() -> PathBuf {
-    repo_root().join("images/kernels.toml")
+    crate::paths::repo_root().join("images/kernels.toml")
 }
 
-/// The cache directory for `opts`.
+/// The cache directory for `opts`: its override, else [`crate::paths::cache_dir`].
 pub fn cache_dir(opts: &ImageOptions) -> PathBuf {
     opts.cache_dir
         .clone()
-        .or_else(|| std::env::var_os("VB_CACHE").map(PathBuf::from))
-        .unwrap_or_else(|| repo_root().join(".cache"))
+        .unwrap_or_else(crate::paths::cache_dir)
 }
 
 /// Checks the request before anything is created: variant known, user files present.

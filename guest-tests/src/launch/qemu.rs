@@ -105,6 +105,8 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
     if q.accel == Accel::Kvm {
         push(&["-cpu", "host"]);
     }
+    // debug-threads names the vCPU threads `CPU <n>/TCG`: the host's CPU accounting finds them.
+    push(&["-name", "vb,debug-threads=on"]);
     push(&["-smp", &s.smp.to_string(), "-m", &mem]);
     push(&[
         "-object",

@@ -26,6 +26,9 @@ pub struct RerunInfo {
     pub timeout_secs: u64,
     pub backend_bin: Option<PathBuf>,
     pub qemu_bin: PathBuf,
+    /// Appended to the suite's backend arguments (`run --backend-threads`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_backend_args: Vec<String>,
 }
 
 impl RerunInfo {

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::tables::{fmt_num, fmt_p, markdown_rows, table};
 use super::ReportData;
-use crate::compare::{fmt_num, fmt_p, markdown_rows, table};
 use crate::results::RunStatus;
 
 /// A piece of the report.
@@ -57,8 +57,21 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
             d.unreadable.len(),
             c.baseline()
         )),
-        Heading(2, "Changes".into()),
     ];
+    if let Some(v) = &d.verdict {
+        b.push(Heading(2, "Verdict".into()));
+        for para in super::verdict::verdict_text(v, d.sequential.as_ref()).split("\n\n") {
+            if !para.trim().is_empty() {
+                b.push(Para(para.trim().to_string()));
+            }
+        }
+        let (h, rows) = super::verdict::verdict_rows(v);
+        b.push(Table(h, rows));
+        if let Some(i) = d.plots.iter().position(|p| p.file.starts_with("blocked-")) {
+            b.push(Figure(i));
+        }
+    }
+    b.push(Heading(2, "Changes".into()));
     let flagged: Vec<String> = c
         .rows
         .iter()
@@ -148,6 +161,71 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
             b.push(Figure(i));
         }
     }
+    for t in &d.lock_waits {
+        b.push(Heading(
+            2,
+            format!("Where the irq threads wait: {} ({})", t.step, t.suite),
+        ));
+        b.push(Para(
+            "Lock waits of the request irq threads (lock:contention_begin to contention_end, \
+             paired per thread and lock in the guest), grouped by lock site (the first frame above \
+             the lock slowpath), pooled over each kernel's runs: contentions and wait per 1,000 \
+             I/Os, longest wait. `blk_mq_run_hw_queue` is seed 000's `q->queue_lock`."
+                .into(),
+        ));
+        let mut header = vec!["lock site".to_string()];
+        header.extend(
+            t.kernels
+                .iter()
+                .map(|(k, _)| format!("{k}: waits, ms per kio (max us)")),
+        );
+        header.push("reached via (share)".into());
+        let per_kio = |k: &super::lockwaits::KernelWaits, x: f64| {
+            if k.ios > 0 {
+                x * 1000.0 / k.ios as f64
+            } else {
+                f64::NAN
+            }
+        };
+        let mut rows: Vec<Vec<String>> = t
+            .sites()
+            .iter()
+            .take(12)
+            .map(|s| {
+                let mut row = vec![format!("`{s}`")];
+                row.extend(t.kernels.iter().map(|(_, k)| {
+                    let w = k.sites.get(s).copied().unwrap_or_default();
+                    format!(
+                        "{}, {} ({})",
+                        fmt_num(per_kio(k, w.count as f64)),
+                        fmt_num(per_kio(k, w.total_ns as f64 / 1e6)),
+                        fmt_num(w.max_ns as f64 / 1e3)
+                    )
+                }));
+                row.push(t.main_path(s).map_or(String::new(), |(c, x)| {
+                    format!("`{c}` ({:.0} %)", x * 100.0)
+                }));
+                row
+            })
+            .collect();
+        let mut total = vec!["**all sites**".to_string()];
+        total.extend(t.kernels.iter().map(|(_, k)| {
+            let (n, ns) = k
+                .sites
+                .values()
+                .fold((0u64, 0u64), |(n, ns), w| (n + w.count, ns + w.total_ns));
+            format!(
+                "{}, {} ({} runs, {} I/Os)",
+                fmt_num(per_kio(k, n as f64)),
+                fmt_num(per_kio(k, ns as f64 / 1e6)),
+                k.runs,
+                k.ios
+            )
+        }));
+        total.push(String::new());
+        rows.push(total);
+        b.push(Table(header, rows));
+    }
     b.push(Heading(2, "All metrics".into()));
     b.push(Para(
         "Median and 95 % CI of the mean (Student's t) per kernel, with n and the coefficient of \
@@ -160,7 +238,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
     b.push(Table(h, rows));
     b.push(Heading(2, "Plots".into()));
     for (i, p) in d.plots.iter().enumerate() {
-        if !p.file.starts_with("locksites-") {
+        if !p.file.starts_with("locksites-") && !p.file.starts_with("blocked-") {
             b.push(Figure(i));
         }
     }

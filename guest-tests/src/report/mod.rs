@@ -4,35 +4,30 @@
 
 mod html;
 mod locksites;
+mod lockwaits;
 mod markdown;
 mod plots;
+mod tables;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 
 use crate::compare::{compare, CompareError, Comparison};
-use crate::results::{ResultsError, RunResult};
+use crate::metrics::registry;
+use crate::results::{load_runs, ResultsError, RunResult};
 
 pub use locksites::{lock_site_tables, LockSiteTable};
-
-/// Metric-name suffixes plotted by default (besides every flagged metric).
-pub const HEADLINE_METRICS: &[&str] = &[
-    "irq_d_per_kio",
-    "d_queue_lock_per_kio",
-    "irq_switches_per_kio",
-    "irqs_per_io",
-    "iops",
-    "clat_p99_us",
-    "rescan.ms_median",
-    "scan.first_disk_s",
-    "scan.virtio_scsi_init_us",
-];
+pub use lockwaits::{lock_wait_tables, LockWaitTable};
+pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
+pub use verdict::{sequential_note, verdict_table, verdict_text, SequentialNote};
 
 /// What to put in the report.
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
     /// Kernel order, first = baseline (default: the kernel of the earliest run).
     pub kernels: Vec<String>,
-    /// Substrings selecting the metrics to plot (default: [`HEADLINE_METRICS`] + flagged).
+    /// Substrings selecting the metrics to plot (default: the registry's headline metrics,
+    /// [`crate::metrics::registry::is_headline`], + flagged).
     pub plot_metrics: Vec<String>,
     /// Title line.
     pub title: Option<String>,
@@ -75,7 +70,11 @@ pub struct ReportData {
     pub unreadable: Vec<String>,
     pub comparison: Comparison,
     pub lock_sites: Vec<LockSiteTable>,
+    pub lock_waits: Vec<LockWaitTable>,
     pub plots: Vec<Plot>,
+    /// The A/B verdict, when the runs name a primary metric.
+    pub verdict: Option<crate::compare::verdict::Verdict>,
+    pub sequential: Option<SequentialNote>,
 }
 
 /// Paths written by [`build`].
@@ -99,27 +98,31 @@ pub fn build_with(dir: &Path, opts: &ReportOptions) -> Result<ReportFiles, Repor
 
 /// Reads the runs under `dir` and computes everything the report shows.
 pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportError> {
-    let mut runs = Vec::new();
-    let mut unreadable = Vec::new();
-    for r in RunResult::find_all(dir) {
-        match r {
-            Ok(r) => runs.push(r),
-            Err(e) => unreadable.push(e.to_string()),
-        }
-    }
-    if runs.is_empty() {
+    let loaded = load_runs(&[dir]);
+    if loaded.runs.is_empty() {
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
-    // Chronological: the first kernel to run is the default baseline.
-    runs.sort_by(|a, b| {
-        a.provenance
-            .started_at
-            .cmp(&b.provenance.started_at)
-            .then(a.info.repeat.cmp(&b.info.repeat))
-    });
+    let unreadable = loaded.unreadable.iter().map(|e| e.to_string()).collect();
+    let runs = loaded.runs;
     let comparison = compare(&runs, &opts.kernels)?;
     let lock_sites = lock_site_tables(&runs, &comparison.kernels);
-    let plots = plots::all(&comparison, &lock_sites, &opts.plot_metrics)?;
+    let mut plots = plots::all(&comparison, &lock_sites, &opts.plot_metrics)?;
+    let verdict = crate::compare::verdict::verdict(&comparison, &runs);
+    let lock_waits = lock_wait_tables(&runs, &comparison.kernels);
+    if let Some(step) = runs
+        .iter()
+        .find_map(|r| r.info.primary_metric.as_deref())
+        .and_then(|m| m.split('.').next())
+    {
+        let threads = runs
+            .iter()
+            .find_map(|r| r.steps.iter().find_map(|s| s.locks.as_ref()).map(|_| r))
+            .and_then(|r| r.guest.disk.get("request_vectors")?.parse().ok())
+            .unwrap_or(8);
+        if let Some(p) = lockwaits::blocked_plot(&runs, &comparison.kernels, step, threads)? {
+            plots.push(p);
+        }
+    }
     let title = opts.title.clone().unwrap_or_else(|| {
         let suites: std::collections::BTreeSet<&str> =
             runs.iter().map(|r| r.info.suite.as_str()).collect();
@@ -136,7 +139,10 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
         unreadable,
         comparison,
         lock_sites,
+        lock_waits,
         plots,
+        verdict,
+        sequential: sequential_note(dir),
     })
 }
 
@@ -171,17 +177,25 @@ pub fn summary_table(
     kernels: &[String],
     filter: &[String],
 ) -> Result<String, ReportError> {
-    let opts = ReportOptions {
-        kernels: kernels.to_vec(),
-        ..Default::default()
-    };
-    let mut runs: Vec<RunResult> = RunResult::find_all(dir).into_iter().flatten().collect();
+    let c = compare_dir(dir, kernels)?;
+    Ok(markdown_table(&c, filter))
+}
+
+/// The table printed after a matrix: the registry's headline metrics and the harness's.
+pub fn headline_table(dir: &Path, kernels: &[String]) -> Result<String, ReportError> {
+    let c = compare_dir(dir, kernels)?;
+    let (h, r) = table_where(&c, |m| {
+        registry::find(m).is_some_and(|r| r.is_headline() || r.is_harness())
+    });
+    Ok(markdown_rows(&h, &r))
+}
+
+fn compare_dir(dir: &Path, kernels: &[String]) -> Result<Comparison, ReportError> {
+    let runs = load_runs(&[dir]).runs;
     if runs.is_empty() {
         return Err(ReportError::NoResults(dir.to_path_buf()));
     }
-    runs.sort_by(|a, b| a.provenance.started_at.cmp(&b.provenance.started_at));
-    let c = compare(&runs, &opts.kernels)?;
-    Ok(crate::compare::markdown_table(&c, filter))
+    Ok(compare(&runs, kernels)?)
 }
 
 /// A metric name made safe for a file name.

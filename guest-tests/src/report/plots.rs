@@ -6,8 +6,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{file_stem, LockSiteTable, Plot, ReportError, HEADLINE_METRICS};
-use crate::compare::{fmt_num, Comparison, MetricRow};
+use super::tables::fmt_num;
+use super::{file_stem, LockSiteTable, Plot, ReportError};
+use crate::compare::{Comparison, MetricRow};
+use crate::metrics::registry;
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -34,11 +36,11 @@ fn tick(v: &f64) -> String {
     }
 }
 
-fn color(i: usize) -> RGBColor {
+pub(super) fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
-fn err<E: std::fmt::Display>(name: &str) -> impl Fn(E) -> ReportError + '_ {
+pub(super) fn err<E: std::fmt::Display>(name: &str) -> impl Fn(E) -> ReportError + '_ {
     move |e| ReportError::Plot {
         name: name.to_string(),
         message: e.to_string(),
@@ -50,9 +52,7 @@ fn selected(c: &Comparison, select: &[String]) -> Vec<String> {
     let mut out = BTreeSet::new();
     for r in &c.rows {
         let chosen = if select.is_empty() {
-            HEADLINE_METRICS
-                .iter()
-                .any(|h| r.metric == *h || r.metric.ends_with(&format!(".{h}")))
+            registry::is_headline(&r.metric)
         } else {
             select.iter().any(|s| r.metric.contains(s.as_str()))
         };
@@ -104,7 +104,7 @@ fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     )
 }
 
-fn render(
+pub(super) fn render(
     name: &str,
     size: (u32, u32),
     draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), ReportError>,
@@ -158,6 +158,7 @@ fn strip(
     }));
     let n = cols.len().max(1);
     let width = (160 + 110 * n as u32).clamp(420, 1400);
+    let unit = rows.first().map_or_else(String::new, |r| r.unit.clone());
     let svg = render(metric, (width, 380), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(metric, (FONT, 18))
@@ -171,6 +172,7 @@ fn strip(
             .light_line_style(WHITE)
             .disable_x_mesh()
             .x_labels(0)
+            .y_desc(unit.as_str())
             .y_label_formatter(&tick)
             .draw()
             .map_err(err(metric))?;
@@ -278,7 +280,10 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             .configure_mesh()
             .light_line_style(WHITE)
             .x_desc(param.as_str())
-            .y_desc(format!("{metric} (mean)"))
+            .y_desc(match rows.first().map(|r| r.unit.as_str()) {
+                Some(u) if !u.is_empty() => format!("{metric} (mean, {u})"),
+                _ => format!("{metric} (mean)"),
+            })
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)
             .draw()

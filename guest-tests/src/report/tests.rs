@@ -321,3 +321,21 @@ fn failed_runs_are_listed_not_compared() {
         .unwrap();
     assert_eq!(row.summary("seed000").unwrap().n, 5);
 }
+
+#[test]
+fn the_table_after_a_matrix_has_the_headline_and_harness_metrics_only() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, mut r) in crate::compare::tests::ab_runs().into_iter().enumerate() {
+        r.info.run_dir = d.path().join(format!("{i:03}"));
+        r.provenance.started_at = format!("2026-01-01T00:00:{i:02}Z");
+        r.metrics.insert("rr.total_ios".into(), 1e5);
+        r.metrics
+            .insert("harness.qemu_wall_s".into(), 30.0 + i as f64);
+        r.write(&r.info.run_dir.clone()).unwrap();
+    }
+    let t = super::headline_table(d.path(), &[]).unwrap();
+    assert!(t.contains("| rr.irq_d_per_kio |"), "{t}");
+    assert!(t.contains("| rr.iops |"), "{t}");
+    assert!(t.contains("| harness.qemu_wall_s |"), "{t}");
+    assert!(!t.contains("total_ios"), "{t}");
+}

@@ -1,10 +1,11 @@
 //! Artefacts -> [`RunResult`]: dispatch each artefact to its parser, attach it to its step,
-//! and flatten the numbers compare needs into `metrics`.
+//! and flatten the numbers compare needs into `metrics` (the derivations are the metric
+//! registry's, [`crate::metrics::registry`]).
 
 use std::collections::BTreeMap;
 
 use crate::agent::Artifact;
-use crate::metrics::{self, GuestStatus, InterruptCounts};
+use crate::metrics::{self, registry, GuestStatus, InterruptCounts};
 
 use super::{
     ArtifactRecord, GuestInfo, ParseIssue, Provenance, RunInfo, RunResult, RunStatus, StepResult,
@@ -104,6 +105,36 @@ impl Builder {
                     .push(format!("{name}: {} unparsed lines", v.bad_lines));
             }
             self.step(label).irq_switches = Some(v);
+        } else if let Some(label) = name.strip_prefix("locks.") {
+            let v = parse!(metrics::parse_locks(&text));
+            for e in &v.errors {
+                self.warnings.push(format!("{name}: agent: {e}"));
+            }
+            if v.bad_lines > 0 {
+                self.warnings
+                    .push(format!("{name}: {} unparsed lines", v.bad_lines));
+            }
+            if !v.consistent() && v.errors.is_empty() {
+                self.warnings.push(format!(
+                    "{name}: recorded events ({} lock, {} D) differ from the histograms ({}, {}) or {} dropped",
+                    v.lock_waits.len(),
+                    v.d_waits.len(),
+                    v.hist_lockwait.0,
+                    v.hist_dwait.0,
+                    v.dropped
+                ));
+            }
+            if v.errors.is_empty() || !v.lock_waits.is_empty() || v.window.is_some() {
+                self.step(label).locks = Some(metrics::LockFigures::from_waits(&v));
+            } else {
+                self.step(label);
+            }
+        } else if let Some(label) = name
+            .strip_prefix("begin.")
+            .or_else(|| name.strip_prefix("end."))
+        {
+            // Marks for the host's CPU sampling; the samples live in the launch's times.
+            self.step(label);
         } else if let Some(label) = name.strip_prefix("dstacks.") {
             let v = parse!(metrics::parse_dstacks(&text));
             self.step(label).lock_sites = Some(v);
@@ -170,146 +201,6 @@ pub(super) fn step_name(label: &str) -> String {
     }
 }
 
-fn put(m: &mut BTreeMap<String, f64>, k: String, v: f64) {
-    if v.is_finite() {
-        m.insert(k, v);
-    }
-}
-
-fn pct_metric(key: &str) -> String {
-    // `p99.9` -> `clat_p99_9_us`
-    format!("clat_{}_us", key.replace('.', "_"))
-}
-
-fn fio_metrics(m: &mut BTreeMap<String, f64>, n: &str, f: &metrics::FioSummary) {
-    put(m, format!("{n}.iops"), f.iops());
-    put(m, format!("{n}.total_ios"), f.total_ios() as f64);
-    let bw =
-        f.read.as_ref().map_or(0.0, |d| d.bw_kib_s) + f.write.as_ref().map_or(0.0, |d| d.bw_kib_s);
-    put(m, format!("{n}.bw_kib_s"), bw);
-    let dirs: Vec<(String, &metrics::FioDirection)> = match f.single_direction() {
-        Some(d) => vec![(n.to_string(), d)],
-        None => [("read", &f.read), ("write", &f.write)]
-            .into_iter()
-            .filter_map(|(k, d)| d.as_ref().map(|d| (format!("{n}.{k}"), d)))
-            .collect(),
-    };
-    for (p, d) in dirs {
-        if p != n {
-            put(m, format!("{p}.iops"), d.iops);
-        }
-        put(m, format!("{p}.clat_mean_us"), d.clat_mean_us);
-        put(m, format!("{p}.lat_mean_us"), d.lat_mean_us);
-        for k in ["p50", "p90", "p99", "p99.9"] {
-            if let Some(v) = d.clat_percentiles_us.get(k) {
-                put(m, format!("{p}.{}", pct_metric(k)), *v);
-            }
-        }
-    }
-}
-
-fn step_metrics(m: &mut BTreeMap<String, f64>, s: &StepResult) {
-    let n = &s.name;
-    let ios = s.fio.as_ref().map_or(0, |f| f.total_ios());
-    let per_kio = |x: u64| (ios > 0).then(|| x as f64 * 1000.0 / ios as f64);
-    if let Some(f) = &s.fio {
-        fio_metrics(m, n, f);
-    }
-    if let Some(secs) = s.secs {
-        put(m, format!("{n}.secs"), secs);
-    }
-    if let Some(d) = &s.interrupts {
-        let req: u64 = d
-            .iter()
-            .filter(|(k, _)| metrics::is_request_vector(k))
-            .map(|(_, v)| *v)
-            .sum();
-        put(m, format!("{n}.req_irqs"), req as f64);
-        if ios > 0 {
-            put(m, format!("{n}.irqs_per_io"), req as f64 / ios as f64);
-        }
-    }
-    if let Some(sw) = &s.irq_switches {
-        let d = sw.in_state('D');
-        put(m, format!("{n}.irq_d_switches"), d as f64);
-        put(m, format!("{n}.irq_s_switches"), sw.in_state('S') as f64);
-        put(m, format!("{n}.irq_switches_total"), sw.total() as f64);
-        if let Some(x) = per_kio(d) {
-            put(m, format!("{n}.irq_d_per_kio"), x);
-        }
-        if let Some(x) = per_kio(sw.total()) {
-            put(m, format!("{n}.irq_switches_per_kio"), x);
-        }
-        if let Some(dr) = sw.dropped {
-            put(m, format!("{n}.irqsw_dropped"), dr as f64);
-        }
-    }
-    if let Some(ls) = &s.lock_sites {
-        let (t, q) = (ls.total(), ls.queue_lock());
-        put(m, format!("{n}.dstack_total"), t as f64);
-        put(m, format!("{n}.d_queue_lock"), q as f64);
-        if t > 0 {
-            put(m, format!("{n}.d_queue_lock_share"), q as f64 / t as f64);
-        }
-        if let Some(x) = per_kio(q) {
-            put(m, format!("{n}.d_queue_lock_per_kio"), x);
-        }
-    }
-    for (f, h) in s.funcs.iter().flatten() {
-        put(m, format!("{n}.func.{f}"), *h as f64);
-        if let Some(x) = per_kio(*h) {
-            put(m, format!("{n}.func.{f}_per_kio"), x);
-        }
-    }
-}
-
-/// Initcalls that become metrics (all are kept in `guest.scan`): the storage stack's.
-pub(super) fn scan_metric(initcall: &str) -> bool {
-    ["scsi", "virtio", "virtblk", "init_sd", "blk", "megaraid"]
-        .iter()
-        .any(|k| initcall.contains(k))
-}
-
-fn guest_metrics(m: &mut BTreeMap<String, f64>, g: &GuestInfo) {
-    if !g.rescans.is_empty() {
-        let mut ms: Vec<f64> = g.rescans.iter().map(|r| r.ms).collect();
-        ms.sort_by(f64::total_cmp);
-        put(m, "rescan.n".into(), ms.len() as f64);
-        put(
-            m,
-            "rescan.ms_median".into(),
-            crate::compare::median_sorted(&ms),
-        );
-        put(
-            m,
-            "rescan.ms_mean".into(),
-            ms.iter().sum::<f64>() / ms.len() as f64,
-        );
-        put(m, "rescan.ms_min".into(), ms[0]);
-        put(m, "rescan.ms_max".into(), ms[ms.len() - 1]);
-        if let Some(d) = g.rescans.last().and_then(|r| r.disks) {
-            put(m, "rescan.disks".into(), d as f64);
-        }
-    }
-    if let Some(s) = &g.scan {
-        for (f, us) in &s.initcalls_us {
-            if scan_metric(f) {
-                put(m, format!("scan.{f}_us"), *us as f64);
-            }
-        }
-        if !s.initcalls_us.is_empty() {
-            let total: u64 = s.initcalls_us.values().fold(0, |a, b| a.saturating_add(*b));
-            put(m, "scan.initcalls_total_us".into(), total as f64);
-        }
-        if let Some(v) = s.first_disk_s {
-            put(m, "scan.first_disk_s".into(), v);
-        }
-    }
-    if let Some(v) = &g.verify {
-        put(m, "verify.ok".into(), if v.ok { 1.0 } else { 0.0 });
-    }
-}
-
 pub(super) fn build(
     info: RunInfo,
     mut provenance: Provenance,
@@ -358,9 +249,9 @@ pub(super) fn build(
 
     let mut m = BTreeMap::new();
     for s in &b.steps {
-        step_metrics(&mut m, s);
+        registry::derive_step(&mut m, s);
     }
-    guest_metrics(&mut m, &b.guest);
+    registry::derive_guest(&mut m, &b.guest);
 
     if provenance.kernel.release.is_empty() {
         if let Some(r) = b.guest.meta.get("uname_r") {

@@ -320,3 +320,40 @@ fn rederived_keeps_host_facts_and_refreshes_metrics() {
     assert_eq!(new.status, old.status);
     assert_eq!(new.info, old.info);
 }
+
+#[test]
+fn load_runs_sorts_chronologically_dedups_and_picks_the_first_ok_kernel_as_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = build(&fixture_stream());
+    for (sub, kernel, started, repeat, ok) in [
+        ("a", "late", "2024-01-01T00:00:03Z", 0, true),
+        ("b", "failed", "2024-01-01T00:00:01Z", 0, false),
+        ("c", "early", "2024-01-01T00:00:02Z", 1, true),
+        ("d", "early", "2024-01-01T00:00:02Z", 0, true),
+    ] {
+        let mut r = base.clone();
+        r.info.kernel = kernel.into();
+        r.info.repeat = repeat;
+        r.info.run_dir = dir.path().join(sub);
+        r.provenance.started_at = started.into();
+        if !ok {
+            r.set_status(RunStatus::Failed { reason: "x".into() });
+        }
+        r.write(&dir.path().join(sub)).unwrap();
+    }
+    std::fs::write(dir.path().join(RESULTS_FILE), b"{").unwrap();
+    // The same runs through two paths count once.
+    let l = load_runs(&[dir.path(), &dir.path().join("a")]);
+    let order: Vec<(&str, u32)> = l
+        .runs
+        .iter()
+        .map(|r| (r.info.kernel.as_str(), r.info.repeat))
+        .collect();
+    assert_eq!(
+        order,
+        [("failed", 0), ("early", 0), ("early", 1), ("late", 0)]
+    );
+    assert_eq!(l.unreadable.len(), 1);
+    assert_eq!(l.kernels(&[]), ["early", "late"]);
+    assert_eq!(l.kernels(&["late".into()]), ["late"]);
+}

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::images::cpio::Archive;
+use super::cpio::Archive;
 use crate::suite::Suite;
 
 /// What one run asks of the guest agent, beyond the suite.

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use super::{backend, qemu};
+use super::RunStatus;
 use crate::agent::Artifact;
-use crate::results::RunStatus;
+use crate::launch::{backend, qemu};
 use crate::suite::Suite;
 
 /// `key=value` lookup in an artefact's text.
@@ -17,7 +17,7 @@ pub fn kv(text: &str, key: &str) -> Option<String> {
 }
 
 /// Final verdict: a launcher failure stands; otherwise the guest's `status` artefact decides.
-pub(super) fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
+pub fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunStatus {
     if !launcher.is_ok() {
         return launcher;
     }
@@ -37,7 +37,7 @@ pub(super) fn judge(launcher: RunStatus, arts: &[Artifact], dir: &Path) -> RunSt
 }
 
 /// Host-side checks of what the guest reported against the suite's expectations.
-pub(super) fn expectations(status: RunStatus, suite: &Suite, arts: &[Artifact]) -> RunStatus {
+pub fn expectations(status: RunStatus, suite: &Suite, arts: &[Artifact]) -> RunStatus {
     if !status.is_ok() {
         return status;
     }

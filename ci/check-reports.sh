@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Acceptance check: every experiment under docs/results rebuilds to the very same report.md.
+#
+# For each experiment directory D: copy D to a temporary directory, run
+# `guest-tests report TMP --title "<first line of D/report.md without '# '>"` and diff the
+# rebuilt TMP/report.md against D/report.md. Exit status 1 when any differs.
+#
+# Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${1:-$ROOT/target/debug/guest-tests}
+if [ ! -x "$BIN" ]; then
+    (cd "$ROOT" && nice -n 10 cargo build -q -p guest-tests)
+fi
+DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+bad=0
+for d in "${DIRS[@]}"; do
+    src=$ROOT/docs/results/$d
+    tmp=$WORK/$d
+    cp -r "$src" "$tmp"
+    title=$(head -n 1 "$src/report.md")
+    title=${title#"# "}
+    if ! "$BIN" report "$tmp" --title "$title" >/dev/null; then
+        echo "FAIL $d: guest-tests report failed" >&2
+        bad=1
+        continue
+    fi
+    if diff -u "$src/report.md" "$tmp/report.md" >"$WORK/$d.diff"; then
+        echo "ok   $d"
+    else
+        echo "FAIL $d: report.md differs:" >&2
+        head -n 40 "$WORK/$d.diff" >&2
+        bad=1
+    fi
+done
+exit $bad

@@ -1,0 +1,183 @@
+//! The A/B verdict: the suite's primary and secondary metrics and their companions (the seed's
+//! own observables: blocked irq threads at once, throughput; what the host gave the guest),
+//! picked out of a [`Comparison`] for the first two kernels. Statistics only; the words are the
+//! report's (`report::verdict`).
+//!
+//! Contract:
+//! 1. The primary and secondary metric names come from the runs' results.json
+//!    (`info.primary_metric`, written from the suite), so a verdict is rebuilt from results alone.
+//! 2. The test is the paired t-test when every run carries a pair id and both kernels have at
+//!    least 2 pairs, else Welch's t-test; both are reported where they exist.
+//! 3. A run is "starved" when the CPU its vCPUs got during the primary step is below
+//!    [`STARVED_FRACTION`] of the median over all runs of the comparison.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Comparison, Diff, MetricRow};
+use crate::results::RunResult;
+
+/// A run whose guest got less than this share of the median vCPU time is flagged.
+pub const STARVED_FRACTION: f64 = 0.6;
+
+/// Companions of the primary metric, on the primary metric's step.
+pub const COMPANIONS: &[&str] = &[
+    "qlock_wait_ms_per_s",
+    "qlock_wait_count_per_kio",
+    "dblocked_peak",
+    "dblocked_ge2_pct",
+    "dblocked_ge4_pct",
+    "qlock_blocked_peak",
+    "dsleep_per_kio",
+    "iops",
+    "guest_cpu_per_s",
+    "host_other_cpu_per_s",
+];
+
+/// One kernel's figures for a metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelFigure {
+    pub kernel: String,
+    pub n: usize,
+    pub mean: f64,
+    pub ci95: Option<f64>,
+    pub median: f64,
+    pub cv: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// One metric of the verdict, baseline vs the other kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerdictRow {
+    /// `primary`, `secondary`, `throughput` or `companion`.
+    pub role: String,
+    pub metric: String,
+    pub unit: String,
+    pub base: KernelFigure,
+    pub other: KernelFigure,
+    /// other - base: Welch, and paired when the design paired the runs.
+    pub diff: Option<Diff>,
+    pub welch_p: Option<f64>,
+    pub paired_diff: Option<Diff>,
+    pub paired_p: Option<f64>,
+    pub wilcoxon_p: Option<f64>,
+    /// The p-value the verdict uses and its test.
+    pub p: Option<f64>,
+    pub test: String,
+}
+
+/// The whole verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub base: String,
+    pub other: String,
+    pub paired: bool,
+    pub rows: Vec<VerdictRow>,
+    /// Run directories whose guest got less than [`STARVED_FRACTION`] of the median vCPU time.
+    pub starved: Vec<String>,
+}
+
+impl Verdict {
+    pub fn row(&self, role: &str) -> Option<&VerdictRow> {
+        self.rows.iter().find(|r| r.role == role)
+    }
+}
+
+fn figure(row: &MetricRow, kernel: &str) -> Option<KernelFigure> {
+    let s = row.summary(kernel)?;
+    Some(KernelFigure {
+        kernel: kernel.to_string(),
+        n: s.n,
+        mean: s.mean,
+        ci95: s.ci95.map(|(lo, hi)| (hi - lo) / 2.0),
+        median: s.median,
+        cv: s.cv,
+        min: s.min,
+        max: s.max,
+    })
+}
+
+fn verdict_row(c: &Comparison, role: &str, metric: &str, other: &str) -> Option<VerdictRow> {
+    let row = c.metric(metric).next()?;
+    let base = figure(row, c.baseline())?;
+    let oth = figure(row, other)?;
+    let v = row.versus.iter().find(|v| v.kernel == other)?;
+    let paired = v.paired.filter(|p| p.n >= 2);
+    let (p, test) = match paired {
+        Some(pd) if pd.t_p.is_some() => (pd.t_p, "paired t".to_string()),
+        _ => (v.welch_p, "Welch t".to_string()),
+    };
+    Some(VerdictRow {
+        role: role.to_string(),
+        metric: metric.to_string(),
+        unit: row.unit.clone(),
+        base,
+        other: oth,
+        diff: v.diff,
+        welch_p: v.welch_p,
+        paired_diff: paired.map(|p| p.diff),
+        paired_p: paired.and_then(|p| p.t_p),
+        wilcoxon_p: paired.and_then(|p| p.wilcoxon_p),
+        p,
+        test,
+    })
+}
+
+/// The verdict for the first two kernels of `c`, when the runs name a primary metric.
+pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
+    let other = c.kernels.get(1)?.clone();
+    let primary = runs.iter().find_map(|r| r.info.primary_metric.clone())?;
+    let secondary = runs.iter().find_map(|r| r.info.secondary_metric.clone());
+    let step = primary.split('.').next().unwrap_or("").to_string();
+    let mut rows = Vec::new();
+    rows.extend(verdict_row(c, "primary", &primary, &other));
+    if let Some(s) = &secondary {
+        rows.extend(verdict_row(c, "secondary", s, &other));
+    }
+    // Throughput of every other step (the seed's sequential read), then the companions.
+    let mut tput: Vec<&str> = c
+        .rows
+        .iter()
+        .map(|r| r.metric.as_str())
+        .filter(|m| m.ends_with(".bw_kib_s") && !m.starts_with(&format!("{step}.")))
+        .collect();
+    tput.dedup();
+    for m in tput {
+        rows.extend(verdict_row(c, "throughput", m, &other));
+    }
+    for suffix in COMPANIONS {
+        rows.extend(verdict_row(
+            c,
+            "companion",
+            &format!("{step}.{suffix}"),
+            &other,
+        ));
+    }
+    let cpu_name = format!("{step}.guest_cpu_per_s");
+    let cpu: Vec<(String, f64)> = runs
+        .iter()
+        .filter(|r| r.status.is_ok())
+        .filter_map(|r| Some((r.info.run_dir.display().to_string(), r.metric(&cpu_name)?)))
+        .collect();
+    let mut sorted: Vec<f64> = cpu.iter().map(|(_, v)| *v).collect();
+    sorted.sort_by(f64::total_cmp);
+    let starved = if sorted.is_empty() {
+        Vec::new()
+    } else {
+        let med = super::median_sorted(&sorted);
+        cpu.into_iter()
+            .filter(|(_, v)| *v < STARVED_FRACTION * med)
+            .map(|(d, _)| d)
+            .collect()
+    };
+    let paired = rows
+        .first()
+        .is_some_and(|r| r.paired_p.is_some() || r.paired_diff.is_some());
+    Some(Verdict {
+        base: c.baseline().to_string(),
+        other,
+        paired,
+        rows,
+        starved,
+    })
+}

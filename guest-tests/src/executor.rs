@@ -1,0 +1,260 @@
+//! One run, stage by stage: the initrd (images), the boot (launch, feeding the agent's
+//! stream parser), the artefacts saved and judged and results.json written (results).
+
+use std::time::Instant;
+
+use crate::agent::StreamParser;
+use crate::images::job::{self, JobParams};
+use crate::launch::rerun::RerunInfo;
+use crate::launch::{self, LaunchError, RunSpec};
+use crate::results::{
+    self, HostInfo, Launched, Provenance, RunInfo, RunResult, SweepPoint, Timings,
+};
+
+/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
+/// a failed run with what is known).
+pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
+    let sweep = spec.variant.as_deref().and_then(|v| {
+        let value = spec.suite.variant(v)?.value?;
+        Some(SweepPoint {
+            param: spec.suite.spec.sweep_param.clone()?,
+            value,
+        })
+    });
+    let info = RunInfo {
+        suite: spec.suite.name.clone(),
+        kernel: spec.kernel.variant.clone(),
+        repeat: rerun.repeat,
+        variant: spec.variant.clone(),
+        sweep,
+        run_dir: spec.run_dir.clone(),
+        pair: spec.pair,
+        primary_metric: spec.suite.spec.primary_metric.clone(),
+        secondary_metric: spec.suite.spec.secondary_metric.clone(),
+    };
+    let result = match launched(spec, info.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            let prov = Provenance {
+                accelerator: spec.accel.as_str().into(),
+                started_at: results::now_rfc3339(),
+                seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
+                ..Default::default()
+            };
+            RunResult::failed(info, prov, e.to_string(), Timings::default())
+        }
+    };
+    let _ = std::fs::create_dir_all(&spec.run_dir);
+    if let Err(e) = result.write(&spec.run_dir) {
+        tracing::error!("{e}");
+    }
+    if let Err(e) = rerun.write(&spec.run_dir) {
+        tracing::error!("{}: {e}", spec.run_dir.display());
+    }
+    result
+}
+
+/// A boot that failed before the agent sent anything (a guest crash in early boot, a backend
+/// that did not start): infrastructure, not the kernel's behaviour under test.
+pub fn never_reached_agent(r: &RunResult) -> bool {
+    !r.status.is_ok() && r.artifacts.is_empty()
+}
+
+/// [`execute`], booting again (up to `retries` times) when the guest died before its agent
+/// sent anything (an early-boot crash of the emulated machine, not a device problem). Each
+/// failed attempt's directory is kept as `<run dir>.attempt<k>`.
+pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> (RunResult, u32) {
+    let mut rec = execute(spec, rerun.clone());
+    let mut attempt = 1;
+    while attempt <= retries && never_reached_agent(&rec) {
+        let mut keep = spec.run_dir.clone().into_os_string();
+        keep.push(format!(".attempt{attempt}"));
+        eprintln!(
+            "run {} never reached the guest agent ({:?}); kept as {}, retrying",
+            spec.run_dir.display(),
+            rec.status,
+            keep.to_string_lossy()
+        );
+        if std::fs::rename(&spec.run_dir, &keep).is_err() {
+            break;
+        }
+        rec = execute(spec, rerun.clone());
+        attempt += 1;
+    }
+    (rec, attempt)
+}
+
+/// The stages of a run that can fail before there is anything to judge.
+fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
+    let t_total = Instant::now();
+    let started_at = results::now_rfc3339();
+    let mut host = HostInfo::probe();
+    let dir = &spec.run_dir;
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| LaunchError::Io { path, source }
+    };
+    launch::prepare(spec)?;
+    // initrd = base initramfs + job archive.
+    let initrd = launch::initrd_path(dir);
+    let archive = job::archive(&JobParams {
+        run_id: &spec.run_id,
+        suite: &spec.suite,
+    });
+    job::write_initrd(&spec.kernel.initramfs, &archive, &initrd).map_err(io(&initrd))?;
+    let initrd_sha = results::sha256_file(&initrd).map_err(io(&initrd))?;
+    std::fs::write(
+        dir.join("initrd.sha256"),
+        format!("{initrd_sha}  initrd.cpio\n"),
+    )
+    .map_err(io(dir))?;
+
+    let mut parser = StreamParser::default();
+    let raw = launch::run(spec, &initrd, &mut parser)?;
+    let artifacts = parser.finish();
+    results::save_artifacts(&dir.join("artifacts"), &artifacts).map_err(io(dir))?;
+    host.loadavg_after = results::loadavg();
+    Ok(RunResult::from_launch(
+        info,
+        Launched {
+            spec,
+            raw: &raw,
+            artifacts: &artifacts,
+            host,
+            started_at,
+            total_wall_s: t_total.elapsed().as_secs_f64(),
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::images::KernelImage;
+    use crate::launch::qemu::Accel;
+    use crate::launch::rerun::RerunInfo;
+    use crate::results::tests::fixture_stream;
+    use crate::results::{RunStatus, RESULTS_FILE};
+    use crate::suite::{self, Suite};
+
+    /// A stand-in for qemu-system-x86_64 (no guest is booted): `-version` prints a version;
+    /// otherwise it writes `stream` to the results chardev's file in two parts and exits.
+    fn fake_qemu(dir: &Path, stream: &[u8]) -> PathBuf {
+        let data = dir.join("stream.bin");
+        std::fs::write(&data, stream).unwrap();
+        let script = dir.join("fake-qemu");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n\
+                 if [ \"$1\" = -version ]; then echo 'QEMU emulator version 9.9.9 (fake)'; exit 0; fi\n\
+                 for a in \"$@\"; do case \"$a\" in file,id=res,path=*) out=${{a#file,id=res,path=}};; esac; done\n\
+                 head -c 300 {d} > \"$out\"\n\
+                 sleep 0.3\n\
+                 tail -c +301 {d} >> \"$out\"\n",
+                d = data.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    fn spec(dir: &Path, qemu_bin: PathBuf) -> (RunSpec, RerunInfo) {
+        let suite = Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap();
+        let initramfs = dir.join("base.cpio");
+        std::fs::write(&initramfs, b"").unwrap();
+        let kernel = KernelImage {
+            variant: "fake".into(),
+            release: String::new(),
+            bzimage: dir.join("bzImage"),
+            bzimage_sha256: "00".into(),
+            initramfs,
+            initramfs_sha256: "11".into(),
+            cmdline: String::new(),
+        };
+        let spec = RunSpec {
+            run_id: "fake".into(),
+            run_dir: dir.join("run"),
+            kernel,
+            suite: suite.clone(),
+            variant: None,
+            seed: 3,
+            accel: Accel::Tcg,
+            bios: suite.spec.bios,
+            timeout: Duration::from_secs(30),
+            backend_bin: None,
+            qemu_bin: qemu_bin.clone(),
+            pair: None,
+        };
+        let rerun = RerunInfo {
+            kernel: "fake".into(),
+            suite: suite.name.clone(),
+            suites_dir: suite.dir.clone(),
+            variant: None,
+            repeat: 0,
+            seed: 3,
+            accel: crate::launch::accel::AccelChoice::Tcg,
+            bios: suite.spec.bios,
+            timeout_secs: 30,
+            backend_bin: None,
+            qemu_bin,
+        };
+        (spec, rerun)
+    }
+
+    #[test]
+    fn a_launched_run_is_parsed_once_judged_and_written() {
+        let d = tempfile::tempdir().unwrap();
+        let stream = fixture_stream();
+        let (spec, rerun) = spec(d.path(), fake_qemu(d.path(), &stream));
+        let r = execute(&spec, rerun);
+        let dir = &spec.run_dir;
+        // The stream as launch saw it, parsed by the agent, derived by results.
+        assert_eq!(std::fs::read(dir.join("results.bin")).unwrap(), stream);
+        let expect = RunResult::from_artifacts(
+            r.info.clone(),
+            r.provenance.clone(),
+            &crate::agent::parse_stream(&stream),
+            r.timings.clone(),
+        );
+        assert_eq!(r.steps, expect.steps);
+        assert_eq!(r.artifacts, expect.artifacts);
+        for (k, v) in &expect.metrics {
+            assert_eq!(r.metrics.get(k), Some(v), "{k}");
+        }
+        assert!(r.metric("harness.qemu_wall_s").is_some());
+        assert!(r.timings.wall_to_first_artifact_s.is_some());
+        assert!(r.timings.total_wall_s.is_some());
+        // QEMU ended, the guest said ok, the 8 request vectors the suite expects are there.
+        assert_eq!(r.status, RunStatus::Ok);
+        assert_eq!(
+            r.provenance.qemu.version,
+            "QEMU emulator version 9.9.9 (fake)"
+        );
+        assert_eq!(r.provenance.backend.name, "qemu-builtin");
+        assert_eq!(r.provenance.seeds["run"], 3);
+        assert!(!r.provenance.started_at.is_empty());
+        assert!(dir.join("initrd.cpio").is_file() && dir.join("initrd.sha256").is_file());
+        assert!(dir.join("artifacts").join("meta").is_file());
+        assert_eq!(RunResult::read(&dir.join(RESULTS_FILE)).unwrap(), r);
+        assert!(dir.join("rerun.json").is_file());
+    }
+
+    #[test]
+    fn a_launcher_error_is_a_failed_run_with_what_is_known() {
+        let d = tempfile::tempdir().unwrap();
+        let (spec, rerun) = spec(d.path(), d.path().join("no-such-qemu"));
+        let r = execute(&spec, rerun);
+        let RunStatus::Failed { reason } = &r.status else {
+            panic!("{:?}", r.status)
+        };
+        assert!(reason.contains("no-such-qemu"), "{reason}");
+        assert!(never_reached_agent(&r));
+        assert!(spec.run_dir.join(RESULTS_FILE).is_file());
+    }
+}

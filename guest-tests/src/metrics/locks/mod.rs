@@ -1,0 +1,315 @@
+//! `locks.<step>`: lock waits and D sleeps of the request irq threads, measured in the guest
+//! with in-kernel histograms and two small synthetic events (images/agent/init, `locks_start`).
+//!
+//! The agent pairs `lock:contention_begin` with `lock:contention_end` per (pid, lock address)
+//! into `vb_lockwait(pid, lat ns, stack)`, and a `sched_switch` into D with the thread's next
+//! `sched_wakeup` into `vb_dwait(pid, lat ns)`. Both events are summed in hist triggers and also
+//! recorded (a few thousand small events, read after fio). The artefact is sections:
+//! `## pids P...`, `## comm P NAME`, `## dropped N`, `## clock NAME`, `## ctxsw P k=v...`,
+//! `## hist <name>` (a hist file as the kernel prints it), `## trace` (the recorded events and
+//! the `vb-window-start` / `vb-window-end` markers), `## end`; `error=<text>` lines anywhere.
+//!
+//! Contract:
+//! 1. The parser never panics on guest text; lines it does not understand are counted in
+//!    `bad_lines`, never fatal.
+//! 2. Per-site figures come from the recorded events (exact count, total, max); the histogram
+//!    totals are kept beside them as a cross-check ([`LockWaits::consistent`]).
+//! 3. A wait's interval is `[end - lat, end]` on the trace clock; concurrency is computed over
+//!    the window between the two markers, intervals clipped to it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::stacks::lock_site;
+use super::MetricsError;
+
+/// Sums for one lock site.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteWait {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+impl SiteWait {
+    fn add(&mut self, ns: u64) {
+        self.count += 1;
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+}
+
+/// One recorded wait: which thread, when it ended, how long, and (lock waits) where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wait {
+    pub pid: u64,
+    pub end_ns: u64,
+    pub lat_ns: u64,
+    /// Lock site (first frame outside the lock slowpath), `None` for D sleeps.
+    pub site: Option<String>,
+    /// The frame after the site (who took the lock).
+    pub caller: Option<String>,
+}
+
+/// The parsed artefact.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LockWaits {
+    pub pids: Vec<u64>,
+    pub comms: BTreeMap<u64, String>,
+    pub dropped: u64,
+    pub clock: String,
+    /// Trace-clock ns of the two markers.
+    pub window: Option<(u64, u64)>,
+    pub lock_waits: Vec<Wait>,
+    pub d_waits: Vec<Wait>,
+    /// From the histograms: (hits, sum of lat ns) of vb_lockwait and vb_dwait, and the
+    /// number of contention_begin events seen.
+    pub hist_lockwait: (u64, u64),
+    pub hist_dwait: (u64, u64),
+    pub hist_begins: u64,
+    /// Voluntary context switches per thread over the window (from /proc/PID/status).
+    pub voluntary: BTreeMap<u64, u64>,
+    pub errors: Vec<String>,
+    pub bad_lines: usize,
+}
+
+/// `12.345678:` -> ns.
+fn parse_ts(tok: &str) -> Option<u64> {
+    let t = tok.trim().trim_end_matches(':');
+    let (s, frac) = t.split_once('.')?;
+    let s: u64 = s.parse().ok()?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let f: u64 = frac.parse().ok()?;
+    let scale = 10u64.pow(9 - frac.len() as u32);
+    s.checked_mul(1_000_000_000)?.checked_add(f * scale)
+}
+
+/// `key=value` fields after the event name.
+fn field(rest: &str, key: &str) -> Option<u64> {
+    rest.split_whitespace()
+        .find_map(|t| t.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Splits a trace line at `: <event>:` -> (timestamp ns, the event's fields).
+/// The event name may carry a symbol offset (`tracing_mark_write+0xd7/0x270:` with
+/// `options/sym-offset`).
+fn event<'a>(line: &'a str, name: &str) -> Option<(Option<u64>, &'a str)> {
+    let pat = format!(" {name}");
+    let mut from = 0;
+    while let Some(j) = line.get(from..)?.find(&pat) {
+        let i = from + j;
+        let after = &line[i + pat.len()..];
+        let tail = if let Some(t) = after.strip_prefix(": ") {
+            Some(t)
+        } else if after.starts_with('+') {
+            after.split_once(": ").map(|(_, t)| t)
+        } else {
+            None
+        };
+        if let Some(t) = tail {
+            let ts = line[..i].split_whitespace().last().and_then(parse_ts);
+            return Some((ts, t));
+        }
+        from = i + pat.len();
+    }
+    None
+}
+
+/// Totals of a hist file: the sum over entries of `hitcount` and of `lat`.
+fn hist_sums(text: &str) -> (u64, u64) {
+    let (mut hits, mut lat) = (0u64, 0u64);
+    for line in text.lines() {
+        let Some(vals) = line.trim_start().strip_prefix('}').or_else(|| {
+            // single-line entry: `{ pid: 12 } hitcount: 3 lat: 9`
+            let l = line.trim_start();
+            l.starts_with('{')
+                .then(|| l.split_once('}').map_or("", |(_, r)| r))
+        }) else {
+            continue;
+        };
+        let toks: Vec<&str> = vals.split_whitespace().collect();
+        for w in toks.windows(2) {
+            let v: u64 = w[1].parse().unwrap_or(0);
+            match w[0] {
+                "hitcount:" => hits = hits.saturating_add(v),
+                "lat:" => lat = lat.saturating_add(v),
+                _ => {}
+            }
+        }
+    }
+    (hits, lat)
+}
+
+/// Parses a `locks.<step>` artefact.
+pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
+    let mut out = LockWaits::default();
+    let mut section = String::new();
+    let mut hist: BTreeMap<String, String> = BTreeMap::new();
+    let mut pending: Option<(u64, u64, u64, Vec<String>)> = None; // pid, end, lat, frames
+    let mut any = false;
+    let finish = |p: &mut Option<(u64, u64, u64, Vec<String>)>, out: &mut LockWaits| {
+        if let Some((pid, end_ns, lat_ns, frames)) = p.take() {
+            let site = lock_site(frames.iter().map(String::as_str)).map(str::to_string);
+            let caller = site.as_ref().and_then(|s| {
+                let names: Vec<&str> = frames
+                    .iter()
+                    .map(|f| {
+                        f.split('+')
+                            .next()
+                            .unwrap_or("")
+                            .split('.')
+                            .next()
+                            .unwrap_or("")
+                    })
+                    .collect();
+                let i = names.iter().position(|n| n == s)?;
+                names.get(i + 1).map(|c| c.to_string())
+            });
+            out.lock_waits.push(Wait {
+                pid,
+                end_ns,
+                lat_ns,
+                site: Some(site.unwrap_or_else(|| "(unknown)".into())),
+                caller,
+            });
+        }
+    };
+    for raw in text.lines() {
+        let line = raw.trim_end();
+        if let Some(e) = line.trim().strip_prefix("error=") {
+            out.errors.push(e.to_string());
+            any = true;
+            continue;
+        }
+        if let Some(h) = line.strip_prefix("## ") {
+            finish(&mut pending, &mut out);
+            any = true;
+            let mut w = h.split_whitespace();
+            let kind = w.next().unwrap_or("");
+            match kind {
+                "pids" => out.pids = w.filter_map(|p| p.parse().ok()).collect(),
+                "comm" => {
+                    if let (Some(Ok(p)), Some(c)) = (w.next().map(str::parse), w.next()) {
+                        out.comms.insert(p, c.to_string());
+                    }
+                }
+                "dropped" => out.dropped = w.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+                "clock" => out.clock = w.next().unwrap_or("").to_string(),
+                "ctxsw" => {
+                    let pid = w.next().and_then(|p| p.parse().ok());
+                    let rest = h.split_once(' ').map_or("", |x| x.1);
+                    if let (Some(pid), Some(b), Some(a)) =
+                        (pid, field(rest, "vol_before"), field(rest, "vol_after"))
+                    {
+                        out.voluntary.insert(pid, a.saturating_sub(b));
+                    }
+                }
+                "hist" => {
+                    section = format!("hist {}", w.next().unwrap_or(""));
+                    continue;
+                }
+                "trace" | "end" => {}
+                _ => out.bad_lines += 1,
+            }
+            section = kind.to_string();
+            continue;
+        }
+        if let Some(name) = section.strip_prefix("hist ") {
+            let e = hist.entry(name.to_string()).or_default();
+            e.push_str(line);
+            e.push('\n');
+            continue;
+        }
+        if section != "trace" || line.trim().is_empty() {
+            continue;
+        }
+        if let Some(f) = line.trim().strip_prefix("=> ") {
+            match pending.as_mut() {
+                Some(p) => p.3.push(f.trim().to_string()),
+                None => out.bad_lines += 1,
+            }
+            continue;
+        }
+        finish(&mut pending, &mut out);
+        if let Some((ts, rest)) = event(line, "vb_lockwait") {
+            match (ts, field(rest, "pid"), field(rest, "lat")) {
+                (Some(end), Some(pid), Some(lat)) => pending = Some((pid, end, lat, Vec::new())),
+                _ => out.bad_lines += 1,
+            }
+        } else if let Some((ts, rest)) = event(line, "vb_dwait") {
+            match (ts, field(rest, "pid"), field(rest, "lat")) {
+                (Some(end_ns), Some(pid), Some(lat_ns)) => out.d_waits.push(Wait {
+                    pid,
+                    end_ns,
+                    lat_ns,
+                    site: None,
+                    caller: None,
+                }),
+                _ => out.bad_lines += 1,
+            }
+        } else if let Some((ts, rest)) = event(line, "tracing_mark_write") {
+            match (rest.trim(), ts) {
+                ("vb-window-start", Some(t)) => out.window = Some((t, t)),
+                ("vb-window-end", Some(t)) => {
+                    if let Some(w) = out.window.as_mut() {
+                        w.1 = t;
+                    }
+                }
+                _ => out.bad_lines += 1,
+            }
+        } else {
+            out.bad_lines += 1;
+        }
+    }
+    finish(&mut pending, &mut out);
+    if !any {
+        return Err(MetricsError::Empty);
+    }
+    out.hist_lockwait = hist.get("lockwait").map_or((0, 0), |h| {
+        // The event has two hists (by stack, by pid): each sums every wait once.
+        let (hits, lat) = hist_sums(h);
+        (hits / 2, lat / 2)
+    });
+    out.hist_dwait = hist.get("dwait-pid").map_or((0, 0), |h| hist_sums(h));
+    out.hist_begins = hist.get("begin").map_or(0, |h| hist_sums(h).0);
+    Ok(out)
+}
+
+/// Per-site sums of the lock waits.
+pub fn by_site(l: &LockWaits) -> BTreeMap<String, SiteWait> {
+    let mut m: BTreeMap<String, SiteWait> = BTreeMap::new();
+    for w in &l.lock_waits {
+        m.entry(w.site.clone().unwrap_or_default())
+            .or_default()
+            .add(w.lat_ns);
+    }
+    m
+}
+
+impl LockWaits {
+    /// The recorded events agree with the histograms and nothing was dropped.
+    pub fn consistent(&self) -> bool {
+        self.dropped == 0
+            && self.hist_lockwait.0 == self.lock_waits.len() as u64
+            && self.hist_dwait.0 == self.d_waits.len() as u64
+    }
+
+    /// The window length in seconds (0 when the markers are missing).
+    pub fn window_s(&self) -> f64 {
+        self.window
+            .map_or(0.0, |(a, b)| b.saturating_sub(a) as f64 / 1e9)
+    }
+}
+
+mod figures;
+mod timeline;
+
+pub use figures::{LockFigures, TIMELINE_BIN_MS};
+pub use timeline::{concurrency, peak_per_bin, Concurrency};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+//! The lock-wait metrics of the request irq threads (`locks.<step>`, seed 000's lock and every
+//! other site) and what the host gave the guest during a step (`begin.`/`end.` marks).
+
+use super::catalog::ios;
+use super::{Better, Derive, Headline, MetricDef, Out};
+use crate::metrics::StepResult;
+
+const LOCKS: &str = "locks.<step>";
+
+/// Seconds of I/O in the step (fio's runtime; the longest direction).
+fn fio_secs(s: &StepResult) -> Option<f64> {
+    let f = s.fio.as_ref()?;
+    let ms = [&f.read, &f.write]
+        .iter()
+        .filter_map(|d| d.as_ref().map(|d| d.runtime_ms))
+        .max()?;
+    (ms > 0).then(|| ms as f64 / 1000.0)
+}
+
+/// One figure of the step's `locks` data, normalised by its I/Os and seconds.
+fn lockfig(s: &StepResult, o: &mut Out, key: &str) {
+    let (Some(l), Some(secs)) = (&s.locks, fio_secs(s)) else {
+        return;
+    };
+    let n = ios(s);
+    if n == 0 {
+        return;
+    }
+    if let Some((_, v)) = l
+        .metrics(n as f64, secs)
+        .into_iter()
+        .find(|(k, _)| k == key)
+    {
+        o.put(v);
+    }
+}
+
+macro_rules! def {
+    ($pattern:expr, $unit:expr, $better:ident, $source:expr, $headline:expr, $desc:expr, $derive:expr) => {
+        MetricDef {
+            pattern: $pattern,
+            unit: $unit,
+            better: Better::$better,
+            description: $desc,
+            source: $source,
+            headline: $headline,
+            derive: $derive,
+        }
+    };
+}
+
+use Derive::Step;
+use Headline::{No, Yes};
+
+/// Lock waits, D sleeps, blocked-thread concurrency, step CPU.
+pub static LOCK_METRICS: &[MetricDef] = &[
+    // ---- lock waits of the request irq threads (locks.<step>) ----
+    def!(
+        "{step}.qlock_wait_ms_per_kio",
+        "ms/1,000 I/Os",
+        Lower,
+        LOCKS,
+        Yes,
+        "time the request irq threads waited for seed 000's queue_lock (blk_mq_run_hw_queue) per 1,000 I/Os (lock:contention_begin -> end)",
+        Step(|s, o| lockfig(s, o, "qlock_wait_ms_per_kio"))
+    ),
+    def!(
+        "{step}.qlock_wait_ms_per_s",
+        "ms/s",
+        Lower,
+        LOCKS,
+        No,
+        "queue_lock wait of the request irq threads per second of I/O",
+        Step(|s, o| lockfig(s, o, "qlock_wait_ms_per_s"))
+    ),
+    def!(
+        "{step}.qlock_wait_count_per_kio",
+        "waits/1,000 I/Os",
+        Lower,
+        LOCKS,
+        No,
+        "queue_lock contentions of the request irq threads per 1,000 I/Os",
+        Step(|s, o| lockfig(s, o, "qlock_wait_count_per_kio"))
+    ),
+    def!(
+        "{step}.qlock_wait_mean_us",
+        "us",
+        Lower,
+        LOCKS,
+        No,
+        "mean queue_lock wait (0 without contention)",
+        Step(|s, o| lockfig(s, o, "qlock_wait_mean_us"))
+    ),
+    def!(
+        "{step}.qlock_wait_max_us",
+        "us",
+        Lower,
+        LOCKS,
+        No,
+        "longest queue_lock wait",
+        Step(|s, o| lockfig(s, o, "qlock_wait_max_us"))
+    ),
+    def!(
+        "{step}.qlock_wait_share_pct",
+        "%",
+        Lower,
+        LOCKS,
+        No,
+        "queue_lock's share of all the request irq threads' lock wait",
+        Step(|s, o| lockfig(s, o, "qlock_wait_share_pct"))
+    ),
+    def!(
+        "{step}.lockwait_ms_per_kio",
+        "ms/1,000 I/Os",
+        Lower,
+        LOCKS,
+        Yes,
+        "time the request irq threads waited for any sleeping or spinning lock, all sites, per 1,000 I/Os",
+        Step(|s, o| lockfig(s, o, "lockwait_ms_per_kio"))
+    ),
+    def!(
+        "{step}.lockwait_ms_per_s",
+        "ms/s",
+        Lower,
+        LOCKS,
+        No,
+        "all-site lock wait of the request irq threads per second of I/O",
+        Step(|s, o| lockfig(s, o, "lockwait_ms_per_s"))
+    ),
+    def!(
+        "{step}.lockwait_count_per_kio",
+        "waits/1,000 I/Os",
+        Lower,
+        LOCKS,
+        No,
+        "lock contentions of the request irq threads per 1,000 I/Os, all sites",
+        Step(|s, o| lockfig(s, o, "lockwait_count_per_kio"))
+    ),
+    def!(
+        "{step}.lockwait_mean_us",
+        "us",
+        Lower,
+        LOCKS,
+        No,
+        "mean lock wait, all sites",
+        Step(|s, o| lockfig(s, o, "lockwait_mean_us"))
+    ),
+    def!(
+        "{step}.lockwait_max_us",
+        "us",
+        Lower,
+        LOCKS,
+        No,
+        "longest lock wait, all sites",
+        Step(|s, o| lockfig(s, o, "lockwait_max_us"))
+    ),
+    def!(
+        "{step}.dsleep_per_kio",
+        "sleeps/1,000 I/Os",
+        Lower,
+        LOCKS,
+        No,
+        "switches of the request irq threads into D (on PREEMPT_RT: any sleeping-lock wait, and other D sleeps) per 1,000 I/Os",
+        Step(|s, o| lockfig(s, o, "dsleep_per_kio"))
+    ),
+    def!(
+        "{step}.dsleep_ms_per_kio",
+        "ms/1,000 I/Os",
+        Lower,
+        LOCKS,
+        No,
+        "time the request irq threads spent in D (switch-out to wakeup) per 1,000 I/Os",
+        Step(|s, o| lockfig(s, o, "dsleep_ms_per_kio"))
+    ),
+    def!(
+        "{step}.dblocked_peak",
+        "threads",
+        Lower,
+        LOCKS,
+        Yes,
+        "most request irq threads in D at the same moment (the seed: 6-8 of 8)",
+        Step(|s, o| lockfig(s, o, "dblocked_peak"))
+    ),
+    def!(
+        "{step}.dblocked_ge{k}_pct",
+        "% of time",
+        Lower,
+        LOCKS,
+        No,
+        "share of the step with at least k request irq threads in D at once",
+        Step(|s, o| for k in 1..=8 {
+            let key = format!("dblocked_ge{k}_pct");
+            let (Some(l), Some(secs)) = (&s.locks, fio_secs(s)) else {
+                return;
+            };
+            if let Some((_, v)) = l
+                .metrics(ios(s) as f64, secs)
+                .into_iter()
+                .find(|(n, _)| *n == key)
+            {
+                o.put_with(&[("k", &k.to_string())], v);
+            }
+        })
+    ),
+    def!(
+        "{step}.lockblocked_peak",
+        "threads",
+        Lower,
+        LOCKS,
+        No,
+        "most request irq threads waiting for a lock at the same moment, all sites",
+        Step(|s, o| lockfig(s, o, "lockblocked_peak"))
+    ),
+    def!(
+        "{step}.qlock_blocked_peak",
+        "threads",
+        Lower,
+        LOCKS,
+        Yes,
+        "most request irq threads waiting for the queue_lock at the same moment",
+        Step(|s, o| lockfig(s, o, "qlock_blocked_peak"))
+    ),
+    // ---- what the host gave the guest during a step (begin./end. marks) ----
+    def!(
+        "{step}.guest_cpu_per_s",
+        "CPU-s/s",
+        Higher,
+        "host /proc",
+        No,
+        "CPU time QEMU's vCPU threads got per wall second of the step (a starved guest shows low)",
+        Step(|s, o| if let Some(c) = &s.host_cpu {
+            o.put(c.vcpu_per_s)
+        })
+    ),
+    def!(
+        "{step}.backend_cpu_per_s",
+        "CPU-s/s",
+        Neither,
+        "host /proc",
+        No,
+        "CPU time of the external backend per wall second of the step",
+        Step(|s, o| if let Some(c) = &s.host_cpu {
+            o.put(c.backend_per_s)
+        })
+    ),
+    def!(
+        "{step}.host_other_cpu_per_s",
+        "CPU-s/s",
+        Lower,
+        "host /proc",
+        No,
+        "host CPU busy time not accounted to QEMU or the backend per wall second (unrelated load)",
+        Step(|s, o| if let Some(c) = &s.host_cpu {
+            o.put(c.other_load_per_s)
+        })
+    ),
+    def!(
+        "{step}.host_loadavg",
+        "load",
+        Lower,
+        "host /proc",
+        No,
+        "host 1-minute load average at the end of the step",
+        Step(|s, o| if let Some(c) = &s.host_cpu {
+            o.put(c.loadavg_end)
+        })
+    ),
+];

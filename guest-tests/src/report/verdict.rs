@@ -1,0 +1,232 @@
+//! The verdict in plain words and a small table ([`crate::compare::verdict`] has the numbers):
+//! what the report opens with and what `compare --verdict` and the main job print.
+
+use crate::compare::verdict::{KernelFigure, Verdict, VerdictRow};
+
+use super::tables::{fmt_num, fmt_p};
+
+/// The sequential test's outcome as index.json records it (read without the matrix types).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SequentialNote {
+    pub metric: String,
+    pub test: String,
+    pub boots_per_kernel: usize,
+    pub decision: String,
+    pub alpha: f64,
+    pub max_n: usize,
+}
+
+/// Reads `index.json`'s `sequential` record, if the matrix ran until decided.
+pub fn sequential_note(dir: &std::path::Path) -> Option<SequentialNote> {
+    let text = std::fs::read_to_string(dir.join("index.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let s = v.get("sequential")?;
+    let plan = s.get("plan")?;
+    Some(SequentialNote {
+        metric: s.get("metric")?.as_str()?.to_string(),
+        test: s.get("test")?.as_str().unwrap_or("").to_string(),
+        boots_per_kernel: s.get("boots_per_kernel")?.as_u64()? as usize,
+        decision: plan
+            .get("looks")?
+            .as_array()?
+            .last()
+            .and_then(|l| l.get("decision")?.as_str())
+            .unwrap_or("continue")
+            .to_string(),
+        alpha: plan.get("alpha")?.as_f64()?,
+        max_n: plan.get("max_n")?.as_u64()? as usize,
+    })
+}
+
+fn pm(f: &KernelFigure) -> String {
+    match f.ci95 {
+        Some(h) if h.is_finite() => format!("{} ± {}", fmt_num(f.mean), fmt_num(h)),
+        _ => fmt_num(f.mean),
+    }
+}
+
+fn p_of(r: &VerdictRow) -> String {
+    format!("{} p = {}", r.test, fmt_p(r.p))
+}
+
+fn mbps(kib: f64) -> f64 {
+    kib * 1024.0 / 1e6
+}
+
+/// The verdict as Markdown paragraphs.
+pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
+    let mut out = String::new();
+    let (b, o) = (&v.base, &v.other);
+    let design = if v.paired {
+        "paired boots, A and B at the same time"
+    } else {
+        "interleaved boots"
+    };
+    if let Some(p) = v.row("primary") {
+        let n = format!("n = {}+{} boots, {design}", p.base.n, p.other.n);
+        let per_s = v
+            .rows
+            .iter()
+            .find(|r| r.metric.ends_with(".qlock_wait_ms_per_s"));
+        let strong = p.p.is_some_and(|x| x < 1e-3);
+        let word = if strong {
+            ""
+        } else {
+            " (not separated at p < 0.001)"
+        };
+        match per_s {
+            Some(s) if p.metric.ends_with(".qlock_wait_ms_per_kio") => {
+                let removed = s.base.mean - s.other.mean;
+                out.push_str(&format!(
+                    "**{o} removes {} ms of queue_lock waiting per second of I/O** ({b}: {} ms/s, {o}: {} ms/s); \
+                     {p_txt}; {n}{word}.\n\n",
+                    fmt_num(removed),
+                    pm(&s.base),
+                    pm(&s.other),
+                    p_txt = p_of(p),
+                ));
+                out.push_str(&format!(
+                    "Primary metric `{}`: {b} {} -> {o} {} {}.\n\n",
+                    p.metric,
+                    pm(&p.base),
+                    pm(&p.other),
+                    p.unit
+                ));
+            }
+            _ => out.push_str(&format!(
+                "**`{}`: {b} {} -> {o} {} {}**; {}; {n}{word}.\n\n",
+                p.metric,
+                pm(&p.base),
+                pm(&p.other),
+                p.unit,
+                p_of(p)
+            )),
+        }
+    }
+    if let Some(s) = v.row("secondary") {
+        let ratio = (s.other.mean != 0.0).then(|| s.base.mean / s.other.mean);
+        out.push_str(&format!(
+            "Secondary metric `{}` (all lock sites): {b} {} -> {o} {} {}{}; {}.\n\n",
+            s.metric,
+            pm(&s.base),
+            pm(&s.other),
+            s.unit,
+            ratio.map_or(String::new(), |r| format!(" ({}x less)", fmt_num(r))),
+            p_of(s)
+        ));
+    }
+    let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
+    if let Some(d) = comp(".dblocked_peak") {
+        let q = comp(".qlock_blocked_peak");
+        let ge4 = comp(".dblocked_ge4_pct");
+        out.push_str(&format!(
+            "Request irq threads in D at the same moment (the seed: 6-8 of 8): peak median {} on {b} \
+             (range {}-{}), {} on {o} (range {}-{}){}{}.\n\n",
+            fmt_num(d.base.median),
+            fmt_num(d.base.min),
+            fmt_num(d.base.max),
+            fmt_num(d.other.median),
+            fmt_num(d.other.min),
+            fmt_num(d.other.max),
+            ge4.map_or(String::new(), |g| format!(
+                "; >= 4 at once {} % vs {} % of the time",
+                fmt_num(g.base.mean),
+                fmt_num(g.other.mean)
+            )),
+            q.map_or(String::new(), |q| format!(
+                "; waiting on the queue_lock at once: peak median {} vs {}",
+                fmt_num(q.base.median),
+                fmt_num(q.other.median)
+            )),
+        ));
+    }
+    for t in v.rows.iter().filter(|r| r.role == "throughput") {
+        let rel = (t.base.mean != 0.0).then(|| 100.0 * (t.other.mean / t.base.mean - 1.0));
+        out.push_str(&format!(
+            "Throughput `{}`: {b} {} MB/s, {o} {} MB/s{}; {}.\n\n",
+            t.metric,
+            fmt_num(mbps(t.base.mean)),
+            fmt_num(mbps(t.other.mean)),
+            rel.map_or(String::new(), |r| format!(" ({r:+.1} %)")),
+            p_of(t)
+        ));
+    }
+    if let Some(c) = comp(".guest_cpu_per_s") {
+        let other_load = comp(".host_other_cpu_per_s");
+        out.push_str(&format!(
+            "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}; {}.\n\n",
+            fmt_num(c.base.mean),
+            fmt_num(c.other.mean),
+            other_load.map_or(String::new(), |l| format!(
+                ", unrelated host load {} / {} CPU-s/s",
+                fmt_num(l.base.mean),
+                fmt_num(l.other.mean)
+            )),
+            if v.starved.is_empty() {
+                "no run was starved".to_string()
+            } else {
+                format!(
+                    "{} run(s) starved (< 60 % of the median vCPU time): {}",
+                    v.starved.len(),
+                    v.starved.join(", ")
+                )
+            }
+        ));
+    }
+    if let Some(s) = seq {
+        out.push_str(&format!(
+            "Sequential test on `{}` ({}, O'Brien-Fleming alpha spending, overall alpha {}): {} after {} boots per kernel (budget {}).\n\n",
+            s.metric,
+            s.test,
+            s.alpha,
+            s.decision,
+            s.boots_per_kernel,
+            s.max_n
+        ));
+    }
+    out
+}
+
+/// The verdict's metrics as a small Markdown table.
+pub fn verdict_table(v: &Verdict) -> String {
+    let (h, r) = verdict_rows(v);
+    super::tables::markdown_rows(&h, &r)
+}
+
+/// The verdict's metrics as header and rows.
+pub fn verdict_rows(v: &Verdict) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = vec![
+        "role".to_string(),
+        "metric".to_string(),
+        format!("{} (mean ± 95 % CI, CV)", v.base),
+        format!("{} (mean ± 95 % CI, CV)", v.other),
+        "difference (95 % CI)".to_string(),
+        "p".to_string(),
+    ];
+    let cell = |f: &KernelFigure| {
+        format!(
+            "{} (n={}, CV {})",
+            pm(f),
+            f.n,
+            f.cv.map_or("–".into(), |c| format!("{:.0} %", c * 100.0))
+        )
+    };
+    let rows: Vec<Vec<String>> = v
+        .rows
+        .iter()
+        .map(|r| {
+            let d = r.paired_diff.or(r.diff);
+            vec![
+                r.role.clone(),
+                format!("`{}` ({})", r.metric, r.unit),
+                cell(&r.base),
+                cell(&r.other),
+                d.map_or("–".into(), |d| {
+                    format!("{} ± {}", fmt_num(d.mean), fmt_num(d.ci95))
+                }),
+                p_of(r),
+            ]
+        })
+        .collect();
+    (header, rows)
+}

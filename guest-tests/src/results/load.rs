@@ -1,0 +1,68 @@
+//! Loading a matrix: every results.json under one or more directories, in one order, with one
+//! baseline rule. Compare, report and the CLI all load runs through [`load_runs`].
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{ResultsError, RunResult};
+
+/// The runs under some directories.
+#[derive(Debug, Default)]
+pub struct LoadedRuns {
+    /// Chronological: by `provenance.started_at`, then repeat index, then run directory. The
+    /// same run reached through two of the given paths appears once.
+    pub runs: Vec<RunResult>,
+    /// Results files that could not be read.
+    pub unreadable: Vec<ResultsError>,
+}
+
+impl LoadedRuns {
+    /// The kernel order, first = baseline (see [`kernel_order`]).
+    pub fn kernels(&self, requested: &[String]) -> Vec<String> {
+        kernel_order(&self.runs, requested)
+    }
+}
+
+/// Every results.json under `dirs` (recursively), sorted chronologically (see
+/// [`LoadedRuns::runs`]).
+pub fn load_runs<P: AsRef<Path>>(dirs: &[P]) -> LoadedRuns {
+    let mut out = LoadedRuns::default();
+    for d in dirs {
+        for r in RunResult::find_all(d.as_ref()) {
+            match r {
+                Ok(r) => out.runs.push(r),
+                Err(e) => out.unreadable.push(e),
+            }
+        }
+    }
+    sort_runs(&mut out.runs);
+    let mut seen = BTreeSet::new();
+    out.runs.retain(|r| seen.insert(r.info.run_dir.clone()));
+    out
+}
+
+/// The one run order: `started_at`, then repeat, then run directory.
+pub fn sort_runs(runs: &mut [RunResult]) {
+    runs.sort_by(|a, b| {
+        a.provenance
+            .started_at
+            .cmp(&b.provenance.started_at)
+            .then(a.info.repeat.cmp(&b.info.repeat))
+            .then_with(|| a.info.run_dir.cmp(&b.info.run_dir))
+    });
+}
+
+/// The baseline rule: `requested` when given, else the kernels of the successful runs in order
+/// of first appearance (so the kernel of the earliest successful run is the baseline).
+pub fn kernel_order(runs: &[RunResult], requested: &[String]) -> Vec<String> {
+    if !requested.is_empty() {
+        return requested.to_vec();
+    }
+    let mut order: Vec<String> = Vec::new();
+    for r in runs.iter().filter(|r| r.status.is_ok()) {
+        if !order.contains(&r.info.kernel) {
+            order.push(r.info.kernel.clone());
+        }
+    }
+    order
+}
