@@ -297,17 +297,20 @@ fn serve_connections<P: Personality>(
     let mut connections = 0u64;
     while !control.stop.load(Ordering::SeqCst) {
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-        let backend = Arc::new(DeviceBackend::new(
-            personality.clone(),
-            mem.clone(),
-            opts.clone(),
-            &stats.queues,
-        ));
+        let backend = Arc::new(
+            DeviceBackend::new(
+                personality.clone(),
+                mem.clone(),
+                opts.clone(),
+                &stats.queues,
+            )
+            .map_err(|e| DaemonError::VhostUser(format!("creating the backend: {e}")))?,
+        );
         let mut daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem)
             .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
         backend
-            .register_timers(&daemon.get_epoll_handlers())
-            .map_err(|e| DaemonError::VhostUser(format!("registering timers: {e}")))?;
+            .register_listeners(&daemon.get_epoll_handlers())
+            .map_err(|e| DaemonError::VhostUser(format!("registering listeners: {e}")))?;
         daemon
             .start(listener)
             .map_err(|e| DaemonError::VhostUser(e.to_string()))?;

@@ -793,7 +793,9 @@ fn reset_and_renegotiation_like_firmware_then_linux() {
         "INQUIRY",
     );
     assert!(eq.poll().unwrap().is_empty(), "no event is reported");
-    // GET_VRING_BASE returns how far the device consumed each ring.
+    // GET_VRING_BASE returns how far the device consumed each ring. The event queue shares its
+    // worker with the first request queue, which passes its turn between batches: the event
+    // buffers were taken before the INQUIRY on that queue was answered.
     assert_eq!(conn.stop_queue(FIRST_REQUEST_QUEUE).unwrap(), 3);
     assert_eq!(conn.stop_queue(FIRST_REQUEST_QUEUE + 1).unwrap(), 2);
     assert_eq!(conn.stop_queue(EVENT_QUEUE).unwrap(), 4);
@@ -834,6 +836,108 @@ fn reset_and_renegotiation_like_firmware_then_linux() {
             );
         }
     }
+}
+
+/// The control queue, the event queue and the first request queue share a backend worker. A
+/// driver that keeps that request queue busy must not starve the two others: a task management
+/// function is answered after a few batches of the stream, not once the stream pauses. (Before
+/// the worker passed turns, it stayed on the busy queue as long as the driver kept it fed.)
+#[test]
+fn a_busy_request_queue_does_not_starve_the_control_queue_beside_it() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// READs kept in flight on the request queue.
+    const DEPTH: u64 = 96;
+    let backend = Backend::start(&["--device", "scsi", "--mem", "16M", "--num-queues", "2"]);
+    let mut conn = Connection::connect(&backend.socket, &scsi_connect_options(2)).unwrap();
+    let mut cq = conn.take_queue(CONTROL_QUEUE).unwrap();
+    let mut q = conn.take_queue(FIRST_REQUEST_QUEUE).unwrap();
+    let mut c = ScsiCtrl::new(conn.ram()).unwrap();
+    c.tmf(tmf::QUERY_TASK_SET, lun_address(0, 0), 42).unwrap();
+    let c = Arc::new(c);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    // Stream completions seen before the TMF's response was (u64::MAX: not yet).
+    let before_answer = Arc::new(AtomicU64::new(u64::MAX));
+    let streamer = {
+        let (c, stop, done, before) =
+            (c.clone(), stop.clone(), done.clone(), before_answer.clone());
+        std::thread::spawn(move || {
+            let mut slots: Vec<ScsiRequest> = (0..DEPTH)
+                .map(|k| {
+                    let mut r = ScsiRequest::new(&q.ram.clone(), 4096).unwrap();
+                    r.set_tag(k + 1);
+                    r.read10(8 * k as u32, 8).unwrap();
+                    r
+                })
+                .collect();
+            let mut heads: Vec<u16> = slots.iter().map(|r| q.submit(&r.bufs()).unwrap()).collect();
+            let mut n = 0u64;
+            let end = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                // Looked at before the used ring: every completion counted so far was read from
+                // the ring before the response was seen.
+                if before.load(Ordering::Relaxed) == u64::MAX
+                    && c.tmf_response().unwrap() == response::FUNCTION_COMPLETE
+                {
+                    before.store(n, Ordering::Relaxed);
+                }
+                // Every completion is matched before resubmitting: a head freed now may be
+                // reused by the next submission.
+                let finished: Vec<usize> = q
+                    .wait(T)
+                    .unwrap()
+                    .iter()
+                    .map(|u| {
+                        let k = heads.iter().position(|&h| h == u.id).expect("known head");
+                        assert_good(&slots[k].result(u.len).unwrap(), 4096, "streamed READ");
+                        k
+                    })
+                    .collect();
+                n += finished.len() as u64;
+                done.store(n, Ordering::Relaxed);
+                for k in finished {
+                    let r = slots[k].read10(8 * k as u32, 8).unwrap();
+                    heads[k] = q.submit(&r.bufs()).unwrap();
+                }
+            }
+        })
+    };
+    let wait_for = |what: &str, cond: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + T;
+        while !cond() {
+            assert!(Instant::now() < deadline, "{what} within {T:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    wait_for("the stream running", &|| {
+        done.load(Ordering::Relaxed) >= 4 * DEPTH
+    });
+    let head = cq.submit(&c.bufs()).unwrap();
+    // Read after the kick: a late read only shortens the delay measured below.
+    let at_submit = done.load(Ordering::Relaxed);
+    let used = cq
+        .wait(T)
+        .unwrap_or_else(|e| panic!("TMF not answered while the request queue is busy: {e}"));
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!((used[0].id, used[0].len), (head, 1));
+    assert_eq!(c.tmf_response().unwrap(), response::FUNCTION_COMPLETE);
+    wait_for("the streamer seeing the TMF answered", &|| {
+        before_answer.load(Ordering::Relaxed) != u64::MAX
+    });
+    // The worker passes its turn after each batch of 32: the TMF waits a few batches at most
+    // (plus the in-flight READs the streamer may count late), not the whole stream.
+    let delay = before_answer
+        .load(Ordering::Relaxed)
+        .saturating_sub(at_submit);
+    println!("TMF answered after {delay} stream completions");
+    assert!(
+        delay < 2000,
+        "{delay} stream completions before the TMF was answered"
+    );
+    stop.store(true, Ordering::Relaxed);
+    streamer.join().unwrap();
 }
 
 #[test]

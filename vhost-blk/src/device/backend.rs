@@ -6,8 +6,19 @@
 //! ring is stopped), so queues never wait for each other. Nothing here knows about blk or SCSI
 //! requests: the personality turns a descriptor chain into an [`Outcome`], and the queue's
 //! completion path decides when the used entry is published and the guest is interrupted.
+//!
+//! A worker that serves several queues (virtio-scsi: the control queue, the event queue and the
+//! first request queue share worker 0; any device with fewer `--threads` than queues) gives
+//! each of them its turn: a queue that still has work after one batch, or whose driver queued
+//! more while the worker looked, does not keep the worker. It notifies its own "resume" eventfd
+//! and returns to the epoll loop, which serves the other ready queues (and timers) first and
+//! then calls it again. Without that, a driver keeping one request queue busy starves the
+//! queues beside it: their kicks wait in the epoll loop's ready list, unprocessed, so a task
+//! management function is not answered and event-queue buffers are not taken (a
+//! GET_VRING_BASE then reports them unconsumed).
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +32,7 @@ use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::chain::Chain;
 use super::chain::GuestMemoryMmapT;
@@ -46,6 +58,9 @@ pub struct DeviceBackend<P: Personality> {
     /// For each worker thread, the global indices of its queues, in order.
     thread_queues: Vec<Vec<usize>>,
     queues: Vec<Mutex<QueueState>>,
+    /// Per queue: notified by its worker when the queue gives up its turn with work left (see
+    /// the module documentation); registered with that worker's epoll loop.
+    resume: Vec<EventFd>,
     event_idx: AtomicBool,
     acked_features: AtomicU64,
 }
@@ -56,7 +71,7 @@ impl<P: Personality> DeviceBackend<P> {
         mem: GuestMem,
         opts: BackendOptions,
         stats: &[SharedStats],
-    ) -> Self {
+    ) -> io::Result<Self> {
         let n = personality.num_queues();
         assert!(n <= super::MAX_VRINGS, "validated by the configuration");
         let thread_queues = opts
@@ -71,15 +86,19 @@ impl<P: Personality> DeviceBackend<P> {
                 Mutex::new(QueueState::new(q, vector, &opts.model, stats[q].clone()))
             })
             .collect();
-        Self {
+        let resume = (0..n)
+            .map(|_| EventFd::new(EFD_NONBLOCK))
+            .collect::<io::Result<_>>()?;
+        Ok(Self {
             personality,
             mem,
             opts,
             thread_queues,
             queues,
+            resume,
             event_idx: AtomicBool::new(false),
             acked_features: AtomicU64::new(0),
-        }
+        })
     }
 
     pub fn personality(&self) -> &Arc<P> {
@@ -91,10 +110,25 @@ impl<P: Personality> DeviceBackend<P> {
         self.queues[q].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Ends the turn of queue `q` with work left: its worker's epoll loop calls it again after
+    /// the other ready events. False if the eventfd could not be written (then the caller
+    /// keeps going, as a worker serving only this queue does).
+    fn pass_turn(&self, q: usize) -> bool {
+        match self.resume[q].write(1) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(queue = q, "resume eventfd: {e}");
+                false
+            }
+        }
+    }
+
     /// Drains vring `q`: pops every available chain, has the personality handle it, and hands
     /// the completions to the queue's completion path. Chains are popped [`BATCH`] at a time
-    /// under one lock of the vring; each batch is published before the next is popped.
-    fn process_queue(&self, q: usize, vring: &Vring) {
+    /// under one lock of the vring; each batch is published before the next is popped. With
+    /// `shared` (the worker serves other queues too) it handles one batch per turn and passes
+    /// the turn rather than wait for more (see the module documentation).
+    fn process_queue(&self, q: usize, vring: &Vring, shared: bool) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
         let mut state = self.queue(q);
@@ -138,6 +172,10 @@ impl<P: Personality> DeviceBackend<P> {
                     }
                 }
                 state.publish(event_idx);
+                if shared {
+                    // One batch per turn; what the driver queued meanwhile is looked at below.
+                    break;
+                }
             }
             // Before sleeping (re-enabling notifications, returning to epoll), yield the CPU
             // once: on a busy host the driver's thread is often runnable, half-way through
@@ -152,14 +190,30 @@ impl<P: Personality> DeviceBackend<P> {
                 state = self.queue(q);
                 state.attach(vring);
                 if more {
+                    if shared && self.pass_turn(q) {
+                        return;
+                    }
                     continue;
                 }
+            }
+            // A shared worker left after one batch: if there is more, it is the next turn's.
+            // (Only after progress: a ring that yields nothing must not come back forever.)
+            if shared && processed && avail_pending(vring, &mem) {
+                if self.pass_turn(q) {
+                    return;
+                }
+                continue;
             }
             if !event_idx {
                 break;
             }
             match vring.enable_notification() {
-                Ok(true) => continue,
+                Ok(true) => {
+                    if shared && processed && self.pass_turn(q) {
+                        return;
+                    }
+                    continue;
+                }
                 _ => break,
             }
         }
@@ -272,8 +326,25 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
             return Ok(());
         };
         let ev = usize::from(device_event);
+        let shared = mine.len() > 1;
         if ev < mine.len() {
-            self.process_queue(mine[ev], &vrings[ev]);
+            self.process_queue(mine[ev], &vrings[ev], shared);
+        } else if ev > 2 * n {
+            // A queue's turn comes back: data = 2 n + 1 + global queue index.
+            let q = ev - 2 * n - 1;
+            if let Some(local) = mine.iter().position(|&x| x == q) {
+                // Consumed before processing, so that passing the turn again re-arms it.
+                let _ = self.resume[q].read();
+                let vring = &vrings[local];
+                let started = {
+                    let r = vring.get_ref();
+                    r.is_enabled() && r.get_queue().ready()
+                };
+                // A ring stopped or disabled since is left alone, as its kick would be.
+                if started {
+                    self.process_queue(q, vring, shared);
+                }
+            }
         } else if ev > n {
             // A queue's completion timer: data = n + 1 + global queue index.
             let q = ev - n - 1;
@@ -289,8 +360,9 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
 }
 
 impl<P: Personality> DeviceBackend<P> {
-    /// Registers each queue's completion timer with the epoll loop of the worker serving it.
-    pub fn register_timers(
+    /// Registers each queue's completion timer and resume eventfd with the epoll loop of the
+    /// worker serving it.
+    pub fn register_listeners(
         &self,
         handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
     ) -> io::Result<()> {
@@ -300,6 +372,11 @@ impl<P: Personality> DeviceBackend<P> {
                 if let Some(fd) = self.queue(q).timer_fd() {
                     handlers[t].register_listener(fd, EventSet::IN, (n + 1 + q) as u64)?;
                 }
+                handlers[t].register_listener(
+                    self.resume[q].as_raw_fd(),
+                    EventSet::IN,
+                    (2 * n + 1 + q) as u64,
+                )?;
             }
         }
         Ok(())
