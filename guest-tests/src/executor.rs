@@ -203,6 +203,7 @@ mod tests {
             timeout_secs: 30,
             backend_bin: None,
             qemu_bin,
+            extra_backend_args: Vec::new(),
         };
         (spec, rerun)
     }

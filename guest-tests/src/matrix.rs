@@ -565,6 +565,8 @@ mod tests {
                 total_s: 1.5,
                 attempts: 1,
             }],
+            design: Design::Paired,
+            sequential: None,
         };
         idx.write(d.path()).unwrap();
         let back: Index =

@@ -69,6 +69,7 @@ mod tests {
             timeout_secs: 60,
             backend_bin: None,
             qemu_bin: "qemu-system-x86_64".into(),
+            extra_backend_args: Vec::new(),
         };
         r.write(d.path()).unwrap();
         assert_eq!(

@@ -66,6 +66,7 @@ fn write_run(root: &Path, kernel: &str, rep: u32, sweep: Option<f64>, d: [u64; 3
             value,
         }),
         run_dir: dir.clone(),
+        ..Default::default()
     };
     let mut p = Provenance {
         accelerator: "tcg".into(),

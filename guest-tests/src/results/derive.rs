@@ -107,7 +107,7 @@ impl Builder {
             self.step(label).irq_switches = Some(v);
         } else if let Some(label) = name.strip_prefix("locks.") {
             let v = parse!(metrics::parse_locks(&text));
-            for e in &v.errors {
+            for e in v.errors.iter().chain(&v.warnings) {
                 self.warnings.push(format!("{name}: agent: {e}"));
             }
             if v.bad_lines > 0 {

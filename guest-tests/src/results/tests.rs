@@ -48,6 +48,7 @@ fn info() -> RunInfo {
         variant: None,
         sweep: None,
         run_dir: "runs/x".into(),
+        ..Default::default()
     }
 }
 

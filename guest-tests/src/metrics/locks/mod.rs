@@ -71,6 +71,11 @@ pub struct LockWaits {
     /// Voluntary context switches per thread over the window (from /proc/PID/status).
     pub voluntary: BTreeMap<u64, u64>,
     pub errors: Vec<String>,
+    /// `warning=<text>` lines (e.g. an event that was not enabled at boot).
+    pub warnings: Vec<String>,
+    /// Cumulative hist totals when the step began (`## base k=v ...`): the triggers live for
+    /// the whole boot, so a step's histogram figures are the totals minus these.
+    pub base: BTreeMap<String, u64>,
     pub bad_lines: usize,
 }
 
@@ -185,6 +190,10 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
             any = true;
             continue;
         }
+        if let Some(e) = line.trim().strip_prefix("warning=") {
+            out.warnings.push(e.to_string());
+            continue;
+        }
         if let Some(h) = line.strip_prefix("## ") {
             finish(&mut pending, &mut out);
             any = true;
@@ -206,6 +215,15 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
                         (pid, field(rest, "vol_before"), field(rest, "vol_after"))
                     {
                         out.voluntary.insert(pid, a.saturating_sub(b));
+                    }
+                }
+                "base" => {
+                    for t in w {
+                        if let Some((k, v)) = t.split_once('=') {
+                            if let Ok(v) = v.parse() {
+                                out.base.insert(k.to_string(), v);
+                            }
+                        }
                     }
                 }
                 "hist" => {
@@ -269,13 +287,25 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
     if !any {
         return Err(MetricsError::Empty);
     }
+    let base = |k: &str| out.base.get(k).copied().unwrap_or(0);
     out.hist_lockwait = hist.get("lockwait").map_or((0, 0), |h| {
         // The event has two hists (by stack, by pid): each sums every wait once.
         let (hits, lat) = hist_sums(h);
-        (hits / 2, lat / 2)
+        (
+            hits.saturating_sub(base("lockwait_hits")) / 2,
+            lat.saturating_sub(base("lockwait_lat")) / 2,
+        )
     });
-    out.hist_dwait = hist.get("dwait-pid").map_or((0, 0), |h| hist_sums(h));
-    out.hist_begins = hist.get("begin").map_or(0, |h| hist_sums(h).0);
+    out.hist_dwait = hist.get("dwait-pid").map_or((0, 0), |h| {
+        let (hits, lat) = hist_sums(h);
+        (
+            hits.saturating_sub(base("dwait_hits")),
+            lat.saturating_sub(base("dwait_lat")),
+        )
+    });
+    out.hist_begins = hist
+        .get("begin")
+        .map_or(0, |h| hist_sums(h).0.saturating_sub(base("begin_hits")));
     Ok(out)
 }
 

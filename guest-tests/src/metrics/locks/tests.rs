@@ -187,3 +187,18 @@ fn real_guest_artefact() {
     assert_eq!(m["dblocked_peak"], f.d_blocked.peak as f64);
     assert!(m["dblocked_ge1_pct"] >= m["dblocked_ge2_pct"]);
 }
+
+#[test]
+fn later_steps_subtract_the_cumulative_base() {
+    let text = "## base lockwait_hits=4 lockwait_lat=100 dwait_hits=1 dwait_lat=7 begin_hits=2\n\
+                ## hist lockwait\n{ pid: 1 } hitcount: 5 lat: 80\n{ pid: 1 } hitcount: 5 lat: 80\n\
+                ## hist dwait-pid\n{ pid: 1 } hitcount: 3 lat: 10\n\
+                ## hist begin\n{ common_pid: 1, lock_addr: 9 } hitcount: 5\n\
+                warning=sched/sched_switch was not enabled at boot\n";
+    let l = parse_locks(text).unwrap();
+    assert_eq!(l.hist_lockwait, (3, 30));
+    assert_eq!(l.hist_dwait, (2, 3));
+    assert_eq!(l.hist_begins, 3);
+    assert_eq!(l.warnings.len(), 1);
+    assert!(l.errors.is_empty());
+}
