@@ -13,14 +13,17 @@ BIN=${1:-$ROOT/target/debug/guest-tests}
 if [ ! -x "$BIN" ]; then
     (cd "$ROOT" && nice -n 10 cargo build -q -p guest-tests)
 fi
-DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag)
+DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag
+    verdict/idle-interleaved verdict/idle-paired verdict/busy-interleaved verdict/busy-paired
+    verdict/idle-interleaved-pinned verdict/busy-interleaved-pinned
+    verdict/busy-interleaved-pinned-threads2 verdict/mainjob-idle-interleaved-pinned-threads2)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 bad=0
 for d in "${DIRS[@]}"; do
     src=$ROOT/docs/results/$d
-    tmp=$WORK/$d
+    tmp=$WORK/${d//\//_}
     cp -r "$src" "$tmp"
     title=$(head -n 1 "$src/report.md")
     title=${title#"# "}
@@ -29,11 +32,11 @@ for d in "${DIRS[@]}"; do
         bad=1
         continue
     fi
-    if diff -u "$src/report.md" "$tmp/report.md" >"$WORK/$d.diff"; then
+    if diff -u "$src/report.md" "$tmp/report.md" >"$tmp.diff"; then
         echo "ok   $d"
     else
         echo "FAIL $d: report.md differs:" >&2
-        head -n 40 "$WORK/$d.diff" >&2
+        head -n 40 "$tmp.diff" >&2
         bad=1
     fi
 done

@@ -29,6 +29,8 @@ cargo run -q -p guest-tests -- images build debian-rt
 step "tests"
 # VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi).
 VB_BOOT_TESTS=1 cargo test --workspace
+step "every committed experiment rebuilds to the same report.md"
+ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"
 cargo test -p guest-tests --lib the_real_initramfs_is_bit_identical_across_builds -- --ignored
 step "done"

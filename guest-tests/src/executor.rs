@@ -190,6 +190,7 @@ mod tests {
             backend_bin: None,
             qemu_bin: qemu_bin.clone(),
             pair: None,
+            pin_vcpus: false,
         };
         let rerun = RerunInfo {
             kernel: "fake".into(),
@@ -204,6 +205,7 @@ mod tests {
             backend_bin: None,
             qemu_bin,
             extra_backend_args: Vec::new(),
+            pin_vcpus: false,
         };
         (spec, rerun)
     }

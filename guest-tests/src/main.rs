@@ -8,6 +8,13 @@ use clap::Parser;
 use guest_tests::cli::{self, Cli};
 
 fn main() -> ExitCode {
+    // `guest-tests compare DIR | head` ends quietly, as other Unix tools do, instead of
+    // panicking on a closed stdout.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts; no handler
+    // and no memory is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

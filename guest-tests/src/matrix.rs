@@ -58,6 +58,8 @@ pub struct MatrixConfig {
     pub until_decided: Option<SeqPlan>,
     /// Appended to the suite's backend arguments (e.g. `--threads 2`).
     pub extra_backend_args: Vec<String>,
+    /// Pin vCPU thread k to host CPU k mod n in every boot.
+    pub pin_vcpus: bool,
 }
 
 /// How the kernels of one repeat share the host.
@@ -234,6 +236,17 @@ pub fn resolve_accel(
     ))
 }
 
+/// Appends `extra` (`--flag value` pairs) to the suite's backend arguments, replacing a flag
+/// the suite already sets (e.g. `--threads`), so the backend never sees it twice.
+fn with_extra_args(args: &mut Vec<String>, extra: &[String]) {
+    for pair in extra.chunks(2) {
+        if let Some(i) = args.iter().position(|a| *a == pair[0]) {
+            args.drain(i..(i + 2).min(args.len()));
+        }
+        args.extend(pair.iter().cloned());
+    }
+}
+
 /// A one-line account of a finished run, for logs (stdout not a terminal).
 fn run_line(i: usize, n: usize, p: &Planned, rec: &RunResult, primary: Option<&str>) -> String {
     let state = if rec.status.is_ok() { "ok" } else { "FAILED" };
@@ -252,7 +265,7 @@ fn run_line(i: usize, n: usize, p: &Planned, rec: &RunResult, primary: Option<&s
 /// The p-value the sequential test looks at: paired t on per-pair differences (paired design),
 /// else Welch; between the first two kernels, on the suite's primary metric.
 fn primary_p(cfg: &MatrixConfig, metric: &str) -> (Option<f64>, usize, String) {
-    let runs: Vec<RunResult> = load_runs(&[cfg.out.clone()])
+    let runs: Vec<RunResult> = load_runs(std::slice::from_ref(&cfg.out))
         .runs
         .into_iter()
         .filter(|r| r.status.is_ok())
@@ -319,10 +332,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         }
     };
     let mut suite = cfg.suite.clone();
-    suite
-        .spec
-        .backend_args
-        .extend(cfg.extra_backend_args.iter().cloned());
+    with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
     let primary = suite.spec.primary_metric.clone();
     let mut seq = match (&cfg.until_decided, &primary) {
         (Some(sp), Some(m)) => Some((
@@ -351,6 +361,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             backend_bin: cfg.backend_bin.clone(),
             qemu_bin: cfg.qemu_bin.clone(),
             pair: (cfg.design == Design::Paired).then_some(p.repeat),
+            pin_vcpus: cfg.pin_vcpus,
         })
     };
     // One group = the runs of one repeat (and variant): run together in the paired design.
@@ -461,6 +472,7 @@ fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         backend_bin: cfg.backend_bin.clone(),
         qemu_bin: cfg.qemu_bin.clone(),
         extra_backend_args: cfg.extra_backend_args.clone(),
+        pin_vcpus: cfg.pin_vcpus,
     }
 }
 
@@ -493,10 +505,7 @@ pub fn rerun(
         }
     }
     let mut suite = suite;
-    suite
-        .spec
-        .backend_args
-        .extend(r.extra_backend_args.iter().cloned());
+    with_extra_args(&mut suite.spec.backend_args, &r.extra_backend_args);
     let kernel = ensure_kernels(std::slice::from_ref(&r.kernel), images_opts)?.remove(0);
     let old_hash = &old.provenance.kernel.bzimage_sha256;
     if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
@@ -516,6 +525,7 @@ pub fn rerun(
         backend_bin: r.backend_bin.clone(),
         qemu_bin: r.qemu_bin.clone(),
         pair: None,
+        pin_vcpus: r.pin_vcpus,
     };
     Ok(execute(&spec, r))
 }
@@ -546,6 +556,18 @@ mod tests {
         assert_eq!(p[1].dir, "001-b-l0-r0");
         assert_eq!(p[2].variant.as_deref(), Some("l20"));
         assert_eq!(p[2].kernel, "a");
+    }
+
+    #[test]
+    fn extra_backend_args_replace_the_suites_own() {
+        let mut a: Vec<String> = ["--null", "1G", "--threads", "2", "--seed", "1"]
+            .map(String::from)
+            .to_vec();
+        with_extra_args(&mut a, &["--threads".to_string(), "1".to_string()]);
+        assert_eq!(a, ["--null", "1G", "--seed", "1", "--threads", "1"]);
+        let mut b = vec!["--null".to_string(), "1G".to_string()];
+        with_extra_args(&mut b, &["--threads".to_string(), "4".to_string()]);
+        assert_eq!(b, ["--null", "1G", "--threads", "4"]);
     }
 
     #[test]

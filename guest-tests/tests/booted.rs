@@ -53,6 +53,8 @@ fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
         timeout,
         backend_bin: None,
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        pair: None,
+        pin_vcpus: true,
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
@@ -66,6 +68,8 @@ fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
         timeout_secs: timeout.as_secs(),
         backend_bin: None,
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        extra_backend_args: Vec::new(),
+        pin_vcpus: true,
     };
     (spec, rerun)
 }
@@ -98,7 +102,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     let dir = keep_dir(suite);
     let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
     spec.backend_bin = backend_bin;
-    let r = matrix::execute_retrying(&spec, rerun, 1);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, 1);
     assert!(r.status.is_ok(), "{}", explain(&r, &dir));
     // Files the run directory must keep.
     for f in [
@@ -224,6 +228,10 @@ fn hang_times_out_and_matrix_goes_on() {
         retries: 0,
         progress: false,
         images: ImageOptions::default(),
+        design: matrix::Design::Interleaved,
+        until_decided: None,
+        extra_backend_args: Vec::new(),
+        pin_vcpus: true,
     };
     let t = std::time::Instant::now();
     let idx = matrix::run(&cfg).unwrap();
@@ -270,6 +278,10 @@ fn backend_start_failure_is_retried_and_kept() {
         retries: 1,
         progress: false,
         images: ImageOptions::default(),
+        design: matrix::Design::Interleaved,
+        until_decided: None,
+        extra_backend_args: Vec::new(),
+        pin_vcpus: true,
     };
     let idx = matrix::run(&cfg).unwrap();
     assert_eq!(idx.runs.len(), 1);

@@ -70,6 +70,8 @@ fn boot(
         timeout,
         backend_bin: Some(backend_bin()),
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        pair: None,
+        pin_vcpus: true,
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
@@ -83,8 +85,10 @@ fn boot(
         timeout_secs: timeout.as_secs(),
         backend_bin: Some(backend_bin()),
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        extra_backend_args: Vec::new(),
+        pin_vcpus: true,
     };
-    let r = matrix::execute_retrying(&spec, rerun, 1);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, 1);
     if !r.status.is_ok() {
         let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
         let tail: Vec<&str> = console.lines().rev().take(20).collect();

@@ -119,3 +119,70 @@ fn sweep_cells_are_compared_separately_in_axis_order() {
     assert!((ratios[0] - 0.5).abs() < 1e-12 && (ratios[2] - 1.0).abs() < 1e-12);
     assert!(c.rows[0].versus[0].flag && !c.rows[2].versus[0].flag);
 }
+
+/// The paired design: a common host effect per pair hides the difference in Welch's test and
+/// cancels in the paired one.
+#[test]
+fn paired_statistics_use_the_pairs() {
+    let host = [0.0, 40.0, -30.0, 25.0, -45.0, 10.0];
+    let mut v = Vec::new();
+    for (i, h) in host.iter().enumerate() {
+        for (k, x) in [("base", 100.0 + h), ("fix", 95.0 + h + 0.2 * i as f64)] {
+            let mut r = run(k, None, &[("rr.bw_kib_s", x)]);
+            r.info.pair = Some(i as u32);
+            r.info.primary_metric = Some("rr.bw_kib_s".into());
+            v.push(r);
+        }
+    }
+    let c = compare(&v, &[]).unwrap();
+    let row = c.metric("rr.bw_kib_s").next().unwrap();
+    let vs = &row.versus[0];
+    let p = vs.paired.expect("every run has a pair");
+    assert_eq!(p.n, 6);
+    assert!((p.diff.mean - (-5.0 + 0.2 * 2.5)).abs() < 1e-9);
+    assert!(p.t_p.unwrap() < 1e-5, "paired {:?}", p.t_p);
+    assert!(vs.welch_p.unwrap() > 0.5, "welch {:?}", vs.welch_p);
+    let d = vs.diff.unwrap();
+    assert!((d.mean - p.diff.mean).abs() < 1e-9);
+    assert!(d.ci95 > p.diff.ci95);
+    // The verdict picks the paired test and the suite's primary metric.
+    let verdict = super::verdict::verdict(&c, &v).unwrap();
+    let pr = verdict.row("primary").unwrap();
+    assert_eq!(pr.test, "paired t");
+    assert_eq!(pr.p, p.t_p);
+    assert!(verdict.paired);
+    assert!(verdict.starved.is_empty());
+}
+
+#[test]
+fn runs_without_pairs_get_welch_and_starved_runs_are_flagged() {
+    let mut v = Vec::new();
+    for (i, cpu) in [1.6, 1.5, 0.5, 1.6].iter().enumerate() {
+        for k in ["base", "fix"] {
+            let x = if k == "base" {
+                9.0 + i as f64 * 0.1
+            } else {
+                0.0
+            };
+            let mut r = run(
+                k,
+                None,
+                &[
+                    ("rr.qlock_wait_ms_per_kio", x),
+                    ("rr.guest_cpu_per_s", *cpu),
+                ],
+            );
+            r.info.run_dir = format!("runs/{k}-{i}").into();
+            r.info.primary_metric = Some("rr.qlock_wait_ms_per_kio".into());
+            v.push(r);
+        }
+    }
+    let c = compare(&v, &[]).unwrap();
+    let verdict = super::verdict::verdict(&c, &v).unwrap();
+    let pr = verdict.row("primary").unwrap();
+    assert_eq!(pr.test, "Welch t");
+    assert!(pr.paired_p.is_none());
+    assert_eq!(verdict.starved, ["runs/base-2", "runs/fix-2"]);
+    assert!(!verdict.paired);
+    assert!(super::verdict::verdict(&compare(&ab_runs(), &[]).unwrap(), &ab_runs()).is_none());
+}

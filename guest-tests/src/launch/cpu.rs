@@ -48,7 +48,7 @@ pub struct CpuWindow {
 
 impl CpuWindow {
     pub fn between(a: &CpuSample, b: &CpuSample, wall_s: f64) -> Option<CpuWindow> {
-        if !(wall_s > 0.0) {
+        if wall_s.is_nan() || wall_s <= 0.0 {
             return None;
         }
         let r = |x: f64, y: f64| ((y - x) / wall_s).max(0.0);
@@ -172,6 +172,58 @@ pub fn sample(qemu: u32, backend: Option<u32>) -> CpuSample {
     }
 }
 
+/// The host CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>()
+    // bytes into it and CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// `CPU 3/TCG` -> 3.
+pub fn vcpu_index(comm: &str) -> Option<usize> {
+    is_vcpu(comm).then(|| comm[4..].split('/').next()?.parse().ok())?
+}
+
+/// Pins each vCPU thread `k` of QEMU process `pid` to host CPU `cpus[k % cpus.len()]` (a fixed
+/// placement, the same in every boot). Returns how many vCPU threads are pinned.
+pub fn pin_vcpus(pid: u32, cpus: &[usize]) -> usize {
+    if cpus.is_empty() {
+        return 0;
+    }
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let Some(k) = vcpu_index(comm.trim()) else {
+            continue;
+        };
+        let cpu = cpus[k % cpus.len()];
+        // SAFETY: cpu_set_t is plain data, CPU_SET writes one bit inside it, and
+        // sched_setaffinity reads size_of::<cpu_set_t>() bytes of it; tid is a thread of a
+        // child process of ours (a stale tid fails with ESRCH, which is ignored).
+        let ok = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        };
+        n += usize::from(ok);
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +276,15 @@ mod tests {
         assert_eq!(p.vcpu_threads, 0);
         let s = sample(me, Some(me));
         assert!(s.host_busy_s > 0.0);
+    }
+
+    #[test]
+    fn vcpu_indices_and_allowed_cpus() {
+        assert_eq!(vcpu_index("CPU 7/TCG"), Some(7));
+        assert_eq!(vcpu_index("CPU 12/KVM"), Some(12));
+        assert_eq!(vcpu_index("CPU x/TCG"), None);
+        assert_eq!(vcpu_index("worker"), None);
+        assert!(!allowed_cpus().is_empty());
+        assert_eq!(pin_vcpus(std::process::id(), &[0]), 0);
     }
 }

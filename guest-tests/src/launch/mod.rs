@@ -68,6 +68,8 @@ pub struct RunSpec {
     pub qemu_bin: PathBuf,
     /// Paired design: the repeat whose kernels boot at the same time.
     pub pair: Option<u32>,
+    /// Pin vCPU thread k to host CPU k mod n (the same placement in every boot).
+    pub pin_vcpus: bool,
 }
 
 /// What the host saw of a run that reached QEMU (nothing here is parsed from the guest).
@@ -118,6 +120,8 @@ pub struct HostTimes {
     pub qemu_s: Option<f64>,
     /// CPU accounting at QEMU start and end and at the agent's step marks.
     pub cpu_marks: Vec<CpuMark>,
+    /// vCPU threads pinned (`RunSpec::pin_vcpus`); 0 when not asked or not done.
+    pub vcpus_pinned: u32,
 }
 
 impl HostTimes {
@@ -379,6 +383,12 @@ fn drive_qemu(
         sample: qpid.map_or_else(cpu::CpuSample::default, |p| cpu::sample(p, bpid)),
     };
     timings.cpu_marks.push(sample("qemu-start", 0.0));
+    let host_cpus = cpu::allowed_cpus();
+    let want_pinned = if spec.pin_vcpus {
+        spec.suite.spec.smp as usize
+    } else {
+        0
+    };
     let mut stream: Vec<u8> = Vec::new();
     let mut status_seen: Option<Instant> = None;
     let status = loop {
@@ -393,6 +403,12 @@ fn drive_qemu(
                 };
             }
             break HostVerdict::Ended; // judged from the artefacts afterwards
+        }
+        // vCPU threads exist once QEMU has set the machine up (well before the guest runs).
+        if (timings.vcpus_pinned as usize) < want_pinned && t0.elapsed() < Duration::from_secs(10) {
+            if let Some(p) = qpid {
+                timings.vcpus_pinned = cpu::pin_vcpus(p, &host_cpus) as u32;
+            }
         }
         let len = std::fs::metadata(&results).map(|m| m.len()).unwrap_or(0);
         if len > stream.len() as u64 {

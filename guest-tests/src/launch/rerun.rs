@@ -29,6 +29,9 @@ pub struct RerunInfo {
     /// Appended to the suite's backend arguments (`run --backend-threads`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_backend_args: Vec<String>,
+    /// `run --pin-vcpus`.
+    #[serde(default)]
+    pub pin_vcpus: bool,
 }
 
 impl RerunInfo {
@@ -70,6 +73,7 @@ mod tests {
             backend_bin: None,
             qemu_bin: "qemu-system-x86_64".into(),
             extra_backend_args: Vec::new(),
+            pin_vcpus: false,
         };
         r.write(d.path()).unwrap();
         assert_eq!(

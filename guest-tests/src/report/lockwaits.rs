@@ -101,20 +101,22 @@ pub fn lock_wait_tables(runs: &[RunResult], order: &[String]) -> Vec<LockWaitTab
     out
 }
 
+/// A run with its D and queue_lock timelines.
+type Timeline<'a> = (&'a RunResult, &'a [u8], &'a [u8]);
+
 /// The first successful run of `kernel` with lock data at `step`: its D and queue_lock
 /// timelines.
-fn timeline<'a>(
-    runs: &'a [RunResult],
-    kernel: &str,
-    step: &str,
-) -> Option<(&'a RunResult, &'a [u8], &'a [u8])> {
+fn timeline<'a>(runs: &'a [RunResult], kernel: &str, step: &str) -> Option<Timeline<'a>> {
     runs.iter()
         .filter(|r| r.status.is_ok() && r.info.kernel == kernel)
         .find_map(|r| {
             let s = r.steps.iter().find(|s| s.name == step)?;
             let l = s.locks.as_ref()?;
-            (!l.timeline_d.is_empty())
-                .then(|| (r, l.timeline_d.as_slice(), l.timeline_qlock.as_slice()))
+            (!l.timeline_d.is_empty()).then_some((
+                r,
+                l.timeline_d.as_slice(),
+                l.timeline_qlock.as_slice(),
+            ))
         })
 }
 
@@ -125,7 +127,7 @@ pub fn blocked_plot(
     step: &str,
     threads: u32,
 ) -> Result<Option<Plot>, ReportError> {
-    let panels: Vec<(&String, (&RunResult, &[u8], &[u8]))> = kernels
+    let panels: Vec<(&String, Timeline)> = kernels
         .iter()
         .take(2)
         .filter_map(|k| Some((k, timeline(runs, k, step)?)))

@@ -52,7 +52,7 @@ fn cell(s: Option<&Summary>) -> String {
 /// when any filter is a metric's exact name, else those whose name contains one of the
 /// substrings (all when empty). Shared by the stdout table and the report.
 pub fn table(c: &Comparison, filter: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
-    let exact = c.rows.iter().any(|r| filter.iter().any(|f| *f == r.metric));
+    let exact = c.rows.iter().any(|r| filter.contains(&r.metric));
     table_where(c, |m| {
         filter.is_empty()
             || if exact {

@@ -340,3 +340,68 @@ fn the_table_after_a_matrix_has_the_headline_and_harness_metrics_only() {
     assert!(t.contains("| harness.qemu_wall_s |"), "{t}");
     assert!(!t.contains("total_ios"), "{t}");
 }
+
+/// Runs with the real `locks.<step>` artefacts of an `rt` and an `rt+seed000` guest (the
+/// fixture's fio step stands in for the I/O count): the report opens with the verdict, has the
+/// lock-wait table and the blocked-threads picture.
+#[test]
+fn verdict_lock_waits_and_blocked_picture_from_real_lock_artefacts() {
+    let fx = format!(
+        "{}/tests/fixtures/artifacts/locks",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let rt = std::fs::read(format!("{fx}/rt.locks")).unwrap();
+    let fixed = std::fs::read(format!("{fx}/seed000-step2.locks")).unwrap();
+    let (_t, root) = out_dir("verdict");
+    for rep in 0..3u32 {
+        for (kernel, locks) in [("base", &rt), ("seed000", &fixed)] {
+            let mut arts = artefacts([10, 9, 8], 0);
+            let label = arts
+                .iter()
+                .find_map(|a| a.name.strip_prefix("irqsw.").map(str::to_string))
+                .unwrap();
+            arts.push(Artifact {
+                name: format!("locks.{label}"),
+                data: locks.clone(),
+                complete: true,
+            });
+            let dir = root.join(format!("{kernel}-{rep}"));
+            let info = RunInfo {
+                suite: "seed000".into(),
+                kernel: kernel.into(),
+                repeat: rep,
+                run_dir: dir.clone(),
+                primary_metric: Some("randread.qlock_wait_ms_per_kio".into()),
+                secondary_metric: Some("randread.lockwait_ms_per_kio".into()),
+                ..Default::default()
+            };
+            let p = Provenance {
+                started_at: format!("2026-11-30T01:{rep:02}:{:02}Z", kernel.len()),
+                ..Default::default()
+            };
+            let r = RunResult::from_artifacts(info, p, &arts, Timings::default());
+            assert!(r.status.is_ok(), "{:?}", r.status);
+            assert!(r.metric("randread.qlock_wait_ms_per_kio").is_some());
+            r.write(&dir).unwrap();
+        }
+    }
+    let files = build(&root).unwrap();
+    let md = std::fs::read_to_string(&files.markdown).unwrap();
+    let verdict = md.find("## Verdict").expect("a verdict section");
+    assert!(
+        verdict < md.find("## Changes").unwrap(),
+        "the verdict comes first"
+    );
+    assert!(md.contains("**seed000 removes "), "{md}");
+    assert!(md.contains("Where the irq threads wait: randread"));
+    assert!(md.contains("`blk_mq_run_hw_queue`"));
+    let blocked = files
+        .plots
+        .iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy() == "blocked-randread.svg")
+        .expect("the blocked-threads picture");
+    assert_svg(&std::fs::read_to_string(blocked).unwrap());
+    // Rebuilt from results alone: the same report.
+    let again = build(&root).unwrap();
+    assert_eq!(std::fs::read_to_string(again.markdown).unwrap(), md);
+}

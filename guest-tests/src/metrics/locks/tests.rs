@@ -202,3 +202,36 @@ fn later_steps_subtract_the_cumulative_base() {
     assert_eq!(l.warnings.len(), 1);
     assert!(l.errors.is_empty());
 }
+
+#[test]
+fn real_second_step_subtracts_the_first_steps_totals() {
+    // Captured from an `rt+seed000` guest, the second fio step (seqread-4j) of a boot whose
+    // triggers were set up once, in the first step: the hist totals are cumulative.
+    let dir = format!(
+        "{}/tests/fixtures/artifacts/locks",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let l = parse_locks(&std::fs::read_to_string(format!("{dir}/seed000-step2.locks")).unwrap())
+        .unwrap();
+    assert!(!l.base.is_empty());
+    assert!(l.base["lockwait_hits"] > 0, "the first step had lock waits");
+    assert_eq!(l.bad_lines, 0);
+    assert!(
+        l.errors.is_empty() && l.warnings.is_empty(),
+        "{:?} {:?}",
+        l.errors,
+        l.warnings
+    );
+    assert!(
+        l.consistent(),
+        "hist {:?} / {:?} vs events {} / {}",
+        l.hist_lockwait,
+        l.hist_dwait,
+        l.lock_waits.len(),
+        l.d_waits.len()
+    );
+    let f = LockFigures::from_waits(&l);
+    assert_eq!(f.queue_lock().count, 0, "seed 000 takes no queue_lock");
+    assert!(f.all().count > 0);
+    assert!(f.window_s > 5.0);
+}

@@ -537,4 +537,35 @@ pub static METRICS: &[MetricDef] = &[
             o.put(v)
         })
     ),
+    def!(
+        "harness.vcpus_pinned",
+        "threads",
+        Neither,
+        "host",
+        No,
+        "QEMU vCPU threads pinned to a fixed host CPU (run --pin-vcpus); 0 = the host scheduler placed them",
+        Host(|t, o| o.put(t.vcpus_pinned as f64))
+    ),
+    def!(
+        "harness.guest_cpu_per_s",
+        "CPU-s/s",
+        Higher,
+        "host /proc",
+        No,
+        "CPU time QEMU's vCPU threads got per wall second over the whole run",
+        Host(|t, o| if let Some(w) = t.cpu_window("qemu-start", "qemu-end") {
+            o.put(w.vcpu_per_s)
+        })
+    ),
+    def!(
+        "harness.host_other_cpu_per_s",
+        "CPU-s/s",
+        Lower,
+        "host /proc",
+        No,
+        "host CPU busy time not QEMU's or the backend's per wall second over the whole run (unrelated load)",
+        Host(|t, o| if let Some(w) = t.cpu_window("qemu-start", "qemu-end") {
+            o.put(w.other_load_per_s)
+        })
+    ),
 ];

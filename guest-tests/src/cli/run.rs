@@ -1,0 +1,274 @@
+//! `guest-tests run`: its arguments and their validation into a [`MatrixConfig`] (every name
+//! and number is checked before anything is built or created).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::images::{self, ImageOptions};
+use crate::launch::accel::AccelChoice;
+use crate::launch::backend;
+use crate::matrix::{self, MatrixConfig};
+use crate::suite::{self, Bios, Suite};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Comma-separated kernel variants (images/kernels.toml).
+    #[arg(long, default_value = "rt,rt+seed000")]
+    kernels: String,
+    #[arg(long, default_value = "seed000-rt-lock")]
+    suite: String,
+    /// Only this variant of a sweep suite.
+    #[arg(long)]
+    variant: Option<String>,
+    #[arg(long, default_value_t = 5)]
+    repeat: u32,
+    /// Matrix directory (default: results/<suite>-<UTC time>); must not exist or be empty.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// tcg, kvm or auto (probe KVM once, cache the verdict).
+    #[arg(long, default_value = "auto")]
+    accel: String,
+    /// Hard timeout per run in seconds (default: the suite's).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// vhost-blk binary (default: next to this executable).
+    #[arg(long)]
+    backend_bin: Option<PathBuf>,
+    #[arg(long, default_value = "qemu-system-x86_64")]
+    qemu_bin: PathBuf,
+    /// qboot (fast, default from the suite) or seabios.
+    #[arg(long)]
+    bios: Option<String>,
+    /// Base seed; repeat r uses seed + r.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long)]
+    suites_dir: Option<PathBuf>,
+    /// Retry a run whose guest never reached the agent (early-boot crash) up to N times; the
+    /// failed attempts are kept as <run dir>.attempt<k>.
+    #[arg(long, default_value_t = 1)]
+    retries: u32,
+    #[arg(long)]
+    no_progress: bool,
+    /// Print the planned runs (order, directories, seeds) and exit: nothing is built or created.
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    /// interleaved (one guest at a time, A B A B ...) or paired (the kernels of a repeat boot
+    /// at the same time, each with its own backend; compare adds paired statistics).
+    #[arg(long, default_value = "interleaved")]
+    design: String,
+    /// Keep booting until the suite's primary metric is decided (a sequential test with
+    /// O'Brien-Fleming alpha spending) or --max-repeat is reached.
+    #[arg(long)]
+    until_decided: bool,
+    /// The budget with --until-decided (boots per kernel); replaces --repeat.
+    #[arg(long)]
+    max_repeat: Option<u32>,
+    /// Overall false-decision rate of --until-decided.
+    #[arg(long, default_value_t = 0.001)]
+    alpha: f64,
+    /// First look of --until-decided after this many boots per kernel.
+    #[arg(long, default_value_t = 3)]
+    min_repeat: u32,
+    /// Worker threads of vhost-blk (`--threads N` appended to the suite's backend arguments).
+    #[arg(long)]
+    backend_threads: Option<u32>,
+    /// Where QEMU's vCPU threads run: `pinned` (vCPU thread k on host CPU k mod n of the CPUs
+    /// this process may use, the same placement in every boot; measured steadier, see
+    /// docs/results/verdict) or `host` (the host scheduler places them).
+    #[arg(long, default_value = "pinned")]
+    vcpu_placement: String,
+}
+
+/// Civil UTC date-time for directory names (no time-zone crate needed).
+pub(super) fn utc_stamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's days_from_civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl TryFrom<RunArgs> for MatrixConfig {
+    type Error = String;
+
+    fn try_from(a: RunArgs) -> Result<Self, String> {
+        let dir = a.suites_dir.unwrap_or_else(suite::default_dir);
+        let suite = Suite::load(&dir, &a.suite).map_err(|e| e.to_string())?;
+        let kernels: Vec<String> = a.kernels.split(',').map(|k| k.trim().to_string()).collect();
+        if kernels.iter().any(|k| k.is_empty()) {
+            return Err(format!("--kernels '{}': empty kernel name", a.kernels));
+        }
+        // Every name is checked before any kernel is built or anything is created.
+        let manifest = images::manifest::Manifest::load(&images::manifest_path())
+            .map_err(|e| e.to_string())?;
+        for k in &kernels {
+            manifest.variant(k).map_err(|e| e.to_string())?;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
+            return Err(format!("--kernels: '{d}' appears twice"));
+        }
+        if a.retries > 5 {
+            return Err(format!("--retries {} is more than 5", a.retries));
+        }
+        let design: matrix::Design = a.design.parse()?;
+        let repeat = match (a.until_decided, a.max_repeat) {
+            (true, Some(m)) => m,
+            (true, None) => return Err("--until-decided needs --max-repeat N".into()),
+            (false, Some(_)) => return Err("--max-repeat goes with --until-decided".into()),
+            (false, None) => a.repeat,
+        };
+        if !(1..=1000).contains(&repeat) {
+            return Err(format!("--repeat {repeat} not in 1..=1000"));
+        }
+        for (what, m) in [
+            ("primary_metric", &suite.spec.primary_metric),
+            ("secondary_metric", &suite.spec.secondary_metric),
+        ] {
+            if let Some(m) = m {
+                if crate::metrics::registry::find(m).is_none() {
+                    return Err(format!(
+                        "suite '{}': {what} '{m}' is not a metric the registry knows",
+                        suite.name
+                    ));
+                }
+            }
+        }
+        let until_decided = if a.until_decided {
+            if suite.spec.primary_metric.is_none() {
+                return Err(format!(
+                    "--until-decided: suite '{}' names no primary_metric",
+                    suite.name
+                ));
+            }
+            if !(a.alpha > 0.0 && a.alpha < 0.5) {
+                return Err(format!("--alpha {} not in (0, 0.5)", a.alpha));
+            }
+            if a.min_repeat < 2 || a.min_repeat > repeat {
+                return Err(format!(
+                    "--min-repeat {} not in 2..={repeat} (--max-repeat)",
+                    a.min_repeat
+                ));
+            }
+            if kernels.len() < 2 {
+                return Err("--until-decided compares two kernels: give --kernels A,B".into());
+            }
+            Some(matrix::SeqPlan {
+                alpha: a.alpha,
+                min_n: a.min_repeat as usize,
+            })
+        } else {
+            None
+        };
+        let extra_backend_args = match a.backend_threads {
+            Some(0) => return Err("--backend-threads must be at least 1".into()),
+            Some(_) if suite.spec.backend != suite::BackendKind::VhostBlk => {
+                return Err("--backend-threads applies to the vhost-blk backend only".into())
+            }
+            Some(t) => vec!["--threads".to_string(), t.to_string()],
+            None => Vec::new(),
+        };
+        let accel: AccelChoice = a.accel.parse()?;
+        let timeout = a.timeout.unwrap_or(suite.spec.timeout_secs);
+        if timeout == 0 {
+            return Err("--timeout must be positive".into());
+        }
+        let bios = match a.bios.as_deref() {
+            None => suite.spec.bios,
+            Some("qboot") => Bios::Qboot,
+            Some("seabios") => Bios::Seabios,
+            Some(o) => return Err(format!("unknown --bios '{o}' (known: qboot, seabios)")),
+        };
+        let variants = match &a.variant {
+            Some(v) if suite.variant(v).is_some() => vec![Some(v.clone())],
+            Some(v) => {
+                let known: Vec<&str> = suite
+                    .spec
+                    .variants
+                    .iter()
+                    .map(|x| x.name.as_str())
+                    .collect();
+                return Err(format!(
+                    "suite '{}' has no variant '{v}' (known: {})",
+                    suite.name,
+                    known.join(", ")
+                ));
+            }
+            None => suite
+                .variants()
+                .into_iter()
+                .map(|v| v.map(|v| v.name.clone()))
+                .collect(),
+        };
+        let backend_bin = match a.backend_bin {
+            Some(p) if !p.is_file() => {
+                return Err(format!("--backend-bin {}: no such file", p.display()))
+            }
+            Some(p) => Some(p),
+            None => backend::default_vhost_blk(),
+        };
+        let out = a.out.unwrap_or_else(|| {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            PathBuf::from("results").join(format!("{}-{}", suite.name, utc_stamp(secs)))
+        });
+        if out.display().to_string().contains(',') {
+            return Err(format!(
+                "--out {}: QEMU cannot take paths with ','",
+                out.display()
+            ));
+        }
+        if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(format!("--out {} exists and is not empty", out.display()));
+        }
+        Ok(MatrixConfig {
+            kernels,
+            suite,
+            variants,
+            repeat,
+            out,
+            accel,
+            timeout: Duration::from_secs(timeout),
+            bios,
+            backend_bin,
+            qemu_bin: a.qemu_bin,
+            seed: a.seed,
+            retries: a.retries,
+            progress: !a.no_progress,
+            images: ImageOptions {
+                progress: !a.no_progress,
+                ..Default::default()
+            },
+            design,
+            until_decided,
+            extra_backend_args,
+            pin_vcpus: match a.vcpu_placement.as_str() {
+                "pinned" => true,
+                "host" => false,
+                o => {
+                    return Err(format!(
+                        "unknown --vcpu-placement '{o}' (known: pinned, host)"
+                    ))
+                }
+            },
+        })
+    }
+}
