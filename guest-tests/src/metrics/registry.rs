@@ -40,6 +40,22 @@ use std::collections::BTreeMap;
 
 use super::pattern::{self, Captures};
 
+/// One [`MetricDef`] in the catalogues' compact form (defined before the catalogue modules, so
+/// both see it).
+macro_rules! def {
+    ($pattern:expr, $unit:expr, $better:ident, $source:expr, $headline:expr, $desc:expr, $derive:expr) => {
+        MetricDef {
+            pattern: $pattern,
+            unit: $unit,
+            better: Better::$better,
+            description: $desc,
+            source: $source,
+            headline: $headline,
+            derive: $derive,
+        }
+    };
+}
+
 mod catalog;
 mod catalog_locks;
 

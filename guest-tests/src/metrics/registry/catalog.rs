@@ -73,20 +73,6 @@ const FIO: &str = "fio.<step>.json";
 const IRQSW: &str = "irqsw.<step>";
 const DSTACKS: &str = "dstacks.<step>";
 
-macro_rules! def {
-    ($pattern:expr, $unit:expr, $better:ident, $source:expr, $headline:expr, $desc:expr, $derive:expr) => {
-        MetricDef {
-            pattern: $pattern,
-            unit: $unit,
-            better: Better::$better,
-            description: $desc,
-            source: $source,
-            headline: $headline,
-            derive: $derive,
-        }
-    };
-}
-
 use Derive::{Guest, Host, Step};
 use Headline::{No, Yes};
 

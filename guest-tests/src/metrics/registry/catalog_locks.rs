@@ -35,20 +35,6 @@ fn lockfig(s: &StepResult, o: &mut Out, key: &str) {
     }
 }
 
-macro_rules! def {
-    ($pattern:expr, $unit:expr, $better:ident, $source:expr, $headline:expr, $desc:expr, $derive:expr) => {
-        MetricDef {
-            pattern: $pattern,
-            unit: $unit,
-            better: Better::$better,
-            description: $desc,
-            source: $source,
-            headline: $headline,
-            derive: $derive,
-        }
-    };
-}
-
 use Derive::Step;
 use Headline::{No, Yes};
 
