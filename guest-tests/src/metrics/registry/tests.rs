@@ -76,6 +76,11 @@ fn headline_metrics_are_the_ones_the_report_always_plotted() {
         "rescan.ms_median",
         "scan.first_disk_s",
         "scan.virtio_scsi_init_us",
+        // Added with the lock-wait metrics (locks.<step>), after the suffix list was retired.
+        "qlock_wait_ms_per_kio",
+        "lockwait_ms_per_kio",
+        "dblocked_peak",
+        "qlock_blocked_peak",
     ];
     let old = |m: &str| {
         OLD_SUFFIXES
