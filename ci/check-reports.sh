@@ -16,7 +16,8 @@ fi
 DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag
     verdict/idle-interleaved verdict/idle-paired verdict/busy-interleaved verdict/busy-paired
     verdict/idle-interleaved-pinned verdict/busy-interleaved-pinned
-    verdict/busy-interleaved-pinned-threads2 verdict/mainjob-idle-interleaved-pinned-threads2)
+    verdict/busy-interleaved-pinned-threads2 verdict/mainjob-idle-interleaved-pinned-threads2
+    verdict/idle-until-decided)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
