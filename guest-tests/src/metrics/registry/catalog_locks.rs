@@ -18,19 +18,19 @@ fn fio_secs(s: &StepResult) -> Option<f64> {
 }
 
 /// One figure of the step's `locks` data, normalised by its I/Os and seconds.
-fn lockfig(s: &StepResult, o: &mut Out, key: &str) {
-    let (Some(l), Some(secs)) = (&s.locks, fio_secs(s)) else {
-        return;
-    };
+fn lock_value(s: &StepResult, key: &str) -> Option<f64> {
+    let (l, secs) = (s.locks.as_ref()?, fio_secs(s)?);
     let n = ios(s);
     if n == 0 {
-        return;
+        return None;
     }
-    if let Some((_, v)) = l
-        .metrics(n as f64, secs)
+    l.metrics(n as f64, secs)
         .into_iter()
-        .find(|(k, _)| k == key)
-    {
+        .find_map(|(k, v)| (k == key).then_some(v))
+}
+
+fn lockfig(s: &StepResult, o: &mut Out, key: &str) {
+    if let Some(v) = lock_value(s, key) {
         o.put(v);
     }
 }
@@ -175,15 +175,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         No,
         "share of the step with at least k request irq threads in D at once",
         Step(|s, o| for k in 1..=8 {
-            let key = format!("dblocked_ge{k}_pct");
-            let (Some(l), Some(secs)) = (&s.locks, fio_secs(s)) else {
-                return;
-            };
-            if let Some((_, v)) = l
-                .metrics(ios(s) as f64, secs)
-                .into_iter()
-                .find(|(n, _)| *n == key)
-            {
+            if let Some(v) = lock_value(s, &format!("dblocked_ge{k}_pct")) {
                 o.put_with(&[("k", &k.to_string())], v);
             }
         })
