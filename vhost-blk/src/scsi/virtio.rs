@@ -6,10 +6,15 @@
 //! the topology's scan latency for scan commands); everything else goes to the target, whose
 //! SCSI status and fixed-format sense are copied into the response. A transfer longer than the
 //! buffers is OVERRUN.
+//!
+//! Allocation-free: the request header and the response are built in stack buffers sized for
+//! the largest CDB and sense sizes the driver may configure, sense data is inline, and the
+//! buffer lists are inline for short chains (tests/scsi_no_alloc.rs counts allocations).
 
 use virtio_bindings::virtio_scsi::*;
 
-use super::emulation::{cdb, Topology};
+use super::emulation::{cdb, SenseData, Topology};
+use super::personality::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
 use crate::device::{guest_bufs, Chain, ChainLimits, Outcome, RequestKind};
 
 /// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
@@ -17,6 +22,10 @@ pub const CMD_REQ_FIXED: usize = 19;
 /// `virtio_scsi_cmd_resp` before the sense: sense_len, residual, status_qualifier, status,
 /// response.
 pub const CMD_RESP_FIXED: usize = 12;
+/// Largest request header (fixed part and the largest CDB).
+const MAX_CMD_REQ: usize = CMD_REQ_FIXED + MAX_CDB_SIZE as usize;
+/// Largest response (fixed part and the largest sense).
+const MAX_CMD_RESP: usize = CMD_RESP_FIXED + MAX_SENSE_SIZE as usize;
 /// virtio-scsi request types, as the statistics count them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScsiKind {
@@ -88,9 +97,11 @@ impl CmdResp {
         }
     }
 
-    /// The response header followed by `sense` (zero-padded to `sense_size`).
-    pub fn to_bytes(&self, sense: &[u8], sense_size: usize) -> Vec<u8> {
-        let mut b = vec![0u8; CMD_RESP_FIXED + sense_size];
+    /// Writes the response header followed by `sense` into `b`, whose length is the response
+    /// size (`CMD_RESP_FIXED` + the configured sense size): as much of the sense as fits after
+    /// the header; the caller zeroed the rest.
+    pub fn write_into(&self, sense: &[u8], b: &mut [u8]) {
+        let sense_size = b.len() - CMD_RESP_FIXED;
         b[0..4].copy_from_slice(&self.sense_len.to_le_bytes());
         b[4..8].copy_from_slice(&self.residual.to_le_bytes());
         // 8..10: status_qualifier, always 0.
@@ -98,7 +109,6 @@ impl CmdResp {
         b[11] = self.response;
         let n = sense.len().min(sense_size);
         b[CMD_RESP_FIXED..CMD_RESP_FIXED + n].copy_from_slice(&sense[..n]);
-        b
     }
 }
 
@@ -126,14 +136,19 @@ pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
         tracing::debug!("chain {} has no room for a response", chain.head_index());
         return Outcome::unanswered();
     }
-    let mut req = vec![0u8; req_len];
-    let (resp, sense, data_in_len, kind, bytes, delay) = if !bufs.read_readable(0, &mut req) {
+    // The driver can only configure sizes up to the maxima (set_config checks them).
+    if req_len > MAX_CMD_REQ || resp_len > MAX_CMD_RESP {
+        return Outcome::unanswered();
+    }
+    let mut req_buf = [0u8; MAX_CMD_REQ];
+    let req = &mut req_buf[..req_len];
+    let (resp, sense, data_in_len, kind, bytes, delay) = if !bufs.read_readable(0, req) {
         tracing::debug!(
             "chain {}: request shorter than {req_len}",
             chain.head_index()
         );
         let r = CmdResp::with_response(VIRTIO_SCSI_S_FAILURE);
-        (r, Vec::new(), 0, ScsiKind::Error, 0, None)
+        (r, SenseData::NONE, 0, ScsiKind::Error, 0, None)
     } else {
         let mut lun = [0u8; 8];
         lun.copy_from_slice(&req[..8]);
@@ -142,7 +157,7 @@ pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
             None => {
                 let r = CmdResp::with_response(VIRTIO_SCSI_S_BAD_TARGET);
                 let delay = cx.topology.absent_target_delay(cdb);
-                (r, Vec::new(), 0, ScsiKind::Error, 0, delay)
+                (r, SenseData::NONE, 0, ScsiKind::Error, 0, delay)
             }
             Some((target, lun)) => {
                 let data_out = bufs.readable_iov(req_len);
@@ -169,7 +184,9 @@ pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
             }
         }
     };
-    bufs.write_writable(0, &resp.to_bytes(&sense, sense_size));
+    let mut resp_buf = [0u8; MAX_CMD_RESP];
+    resp.write_into(&sense, &mut resp_buf[..resp_len]);
+    bufs.write_writable(0, &resp_buf[..resp_len]);
     Outcome::Complete {
         used_len: (resp_len + data_in_len) as u32,
         kind,

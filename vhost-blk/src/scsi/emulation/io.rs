@@ -1,9 +1,14 @@
 //! Scatter/gather helpers over the caller's buffers. Nothing here ever touches a byte outside
-//! the buffers it was given.
+//! the buffers it was given, nor allocates for a command with up to [`INLINE_SLICES`] buffers.
 
 use std::io::{IoSlice, IoSliceMut};
 
+use smallvec::SmallVec;
+
 use crate::storage::{Storage, StorageError};
+
+/// Slices kept inline (no allocation) when a command uses part of the buffers.
+pub(crate) const INLINE_SLICES: usize = 8;
 
 /// The data-in side of a command: the initiator's buffers and how much has been written.
 pub(crate) struct DataIn<'a, 'b> {
@@ -75,7 +80,7 @@ impl<'a, 'b> DataIn<'a, 'b> {
             storage.read_vectored_at(self.bufs, offset)?;
         } else {
             let mut rest = len;
-            let mut part: Vec<IoSliceMut<'_>> = Vec::new();
+            let mut part: SmallVec<[IoSliceMut<'_>; INLINE_SLICES]> = SmallVec::new();
             for b in self.bufs.iter_mut() {
                 if rest == 0 {
                     break;
@@ -121,10 +126,14 @@ pub(crate) fn gather(bufs: &[IoSlice<'_>], mut offset: usize, dst: &mut [u8]) ->
     done
 }
 
-/// The first `len` bytes of the data-out buffers as a list of slices (borrowing, no copy).
-pub(crate) fn out_prefix<'c>(bufs: &'c [IoSlice<'_>], len: usize) -> Vec<IoSlice<'c>> {
+/// The first `len` bytes of the data-out buffers as a list of slices (borrowing, no copy;
+/// inline, without allocating, up to [`INLINE_SLICES`] slices).
+pub(crate) fn out_prefix<'c>(
+    bufs: &'c [IoSlice<'_>],
+    len: usize,
+) -> SmallVec<[IoSlice<'c>; INLINE_SLICES]> {
     let mut rest = len;
-    let mut part = Vec::with_capacity(bufs.len());
+    let mut part = SmallVec::new();
     for b in bufs {
         if rest == 0 {
             break;
@@ -170,6 +179,7 @@ mod tests {
         assert_eq!(gather(&bufs, 9, &mut dst), 0);
         let p = out_prefix(&bufs, 4);
         assert_eq!(p.iter().map(|s| s.len()).collect::<Vec<_>>(), vec![3, 1]);
+        assert!(!p.spilled());
         assert_eq!(out_len(&bufs), 5);
     }
 

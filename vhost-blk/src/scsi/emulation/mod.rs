@@ -55,7 +55,7 @@ pub use identity::{
     DEFAULT_VENDOR, MAX_LUN_ID, MAX_TARGET_ID,
 };
 pub use lun_addr::{decode_virtio_lun, encode_virtio_lun, LunAddrError, VirtioLun};
-pub use sense::{Sense, SenseKey, CHECK_CONDITION, GOOD};
+pub use sense::{Sense, SenseData, SenseKey, CHECK_CONDITION, GOOD};
 
 use io::DataIn;
 
@@ -74,7 +74,7 @@ pub struct Response {
     /// SCSI status: [`GOOD`] or [`CHECK_CONDITION`].
     pub status: u8,
     /// Fixed-format sense data (18 bytes) with CHECK CONDITION, empty otherwise.
-    pub sense: Vec<u8>,
+    pub sense: SenseData,
     /// Bytes written into the data-in buffers (from their start).
     pub data_in_len: usize,
     /// Bytes of the data-out buffers the command consumed.
@@ -337,10 +337,10 @@ impl Target {
         let result = self.run(lun, &mut cmd);
         let in_cap = cmd.data_in.capacity();
         let (data_in_len, sense, status) = match result {
-            Ok(()) => (cmd.data_in.written(), Vec::new(), GOOD),
+            Ok(()) => (cmd.data_in.written(), SenseData::NONE, GOOD),
             Err(s) => {
                 tracing::debug!(target = self.id, lun, opcode = ?op, ?s, "check condition");
-                (0, s.fixed().to_vec(), CHECK_CONDITION)
+                (0, SenseData::fixed(&s), CHECK_CONDITION)
             }
         };
         let out_used = if status == GOOD { cmd.out_used } else { 0 };

@@ -8,6 +8,37 @@ pub const CHECK_CONDITION: u8 = 0x02;
 /// Length of fixed-format sense data as this target builds it.
 pub const FIXED_SENSE_LEN: usize = 18;
 
+/// Sense data as a command returns it: empty (GOOD) or fixed-format, held inline so that
+/// answering a command never allocates. Reads as a byte slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SenseData {
+    bytes: [u8; FIXED_SENSE_LEN],
+    len: u8,
+}
+
+impl SenseData {
+    /// No sense data (status GOOD).
+    pub const NONE: SenseData = SenseData {
+        bytes: [0; FIXED_SENSE_LEN],
+        len: 0,
+    };
+
+    /// The fixed-format sense data of `s`.
+    pub fn fixed(s: &Sense) -> Self {
+        SenseData {
+            bytes: s.fixed(),
+            len: FIXED_SENSE_LEN as u8,
+        }
+    }
+}
+
+impl std::ops::Deref for SenseData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 /// Sense keys (SPC-4 table 48).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
