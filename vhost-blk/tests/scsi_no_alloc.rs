@@ -129,7 +129,7 @@ fn serve<P: Personality>(p: &P, state: &mut QueueState, queue: usize, c: Chain<'
     };
     let (r, w) = kind.payload(bytes);
     state.submit(head, used_len, kind.index(), r, w, extra_delay_ns);
-    state.publish(true);
+    state.publish(true, || false);
     // Held completions (the MSI-X latency model) are published as the timer would.
     state.flush(true);
     used_len

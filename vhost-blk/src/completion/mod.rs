@@ -49,9 +49,13 @@
 //! capacity, so there is no allocation per request.
 //!
 //! # Timing on a real clock
-//! [`DeadlineTimer`] is a timerfd armed with absolute deadlines, `spin_ns` early; the worker spins
-//! the rest ([`DeadlineTimer::spin_until`]) and then polls. A timerfd wakes ~20 us late on the
-//! development host; see [`model::DEFAULT_SPIN_NS`] for the measured effect of the spin. (Timer
+//! [`DeadlineTimer`] is a timerfd armed with absolute deadlines, `spin_ns` early, or earlier by
+//! what it learned of its own lateness for waits of that length ([`wake::WakeLearner`]: a
+//! timerfd wakes ~20 us late on the development host after short waits, ~40 us after 1 ms
+//! waits); the worker spins the rest ([`DeadlineTimer::spin_until`]) and then polls. A deadline
+//! closer than that lead is not slept for at all: the device layer spins for it where it is
+//! (watching its ring for new requests meanwhile). See [`model::DEFAULT_SPIN_NS`] for the
+//! measured effect of the spin. (Timer
 //! slack does not apply to a timerfd; [`timer::set_current_thread_timer_slack`] is for workers
 //! that sleep on epoll timeouts instead.)
 //!
@@ -65,6 +69,7 @@ pub mod distribution;
 pub mod engine;
 pub mod model;
 pub mod timer;
+pub mod wake;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use thiserror::Error;
 
+use super::wake::WakeLearner;
+
 /// Errors of the deadline timer.
 #[derive(Debug, Error)]
 pub enum TimerError {
@@ -64,12 +66,20 @@ fn timespec(ns: u64) -> libc::timespec {
 }
 
 /// A non-blocking, close-on-exec CLOCK_MONOTONIC timerfd armed with absolute deadlines, woken
-/// `spin_ns` early so that [`DeadlineTimer::spin_until`] can hit the deadline itself.
+/// early so that [`DeadlineTimer::spin_until`] can hit the deadline itself: by `spin_ns`, or by
+/// more when its own wake-ups showed that it wakes later than that for waits of that length
+/// ([`WakeLearner`]).
 #[derive(Debug)]
 pub struct DeadlineTimer {
     fd: OwnedFd,
     spin_ns: u64,
     armed_for: Option<u64>,
+    /// The armed wait (deadline - time of arming) and the time the timerfd was set for, when
+    /// that time was still ahead.
+    armed: Option<(u64, u64)>,
+    /// The lead taken when last armed: how long [`Self::spin_until`] may spin.
+    spin_limit: u64,
+    learner: WakeLearner,
 }
 
 impl DeadlineTimer {
@@ -90,6 +100,9 @@ impl DeadlineTimer {
             fd,
             spin_ns,
             armed_for: None,
+            armed: None,
+            spin_limit: spin_ns,
+            learner: WakeLearner::new(spin_ns),
         })
     }
 
@@ -123,19 +136,32 @@ impl DeadlineTimer {
         Ok(())
     }
 
-    /// Arms the timer to become readable at `deadline_ns - spin_ns` (absolute CLOCK_MONOTONIC).
-    /// A time already past fires at once. Re-arming for the same deadline is a no-op.
+    /// How far ahead of a deadline `wait_ns` from now the timer would wake (the spin it leaves).
+    pub fn lead_ns(&self, wait_ns: u64) -> u64 {
+        self.learner.lead_ns(wait_ns)
+    }
+
+    /// Arms the timer to become readable at `deadline_ns` minus the lead for this wait (absolute
+    /// CLOCK_MONOTONIC; at least `spin_ns`). A time already past fires at once. Re-arming for
+    /// the same deadline is a no-op.
     pub fn arm(&mut self, deadline_ns: u64) -> Result<(), TimerError> {
         if self.armed_for == Some(deadline_ns) {
             return Ok(());
         }
+        let wait = deadline_ns.saturating_sub(now_ns());
+        let lead = self.learner.lead_ns(wait);
+        let wake_at = deadline_ns.saturating_sub(lead);
+        self.spin_limit = lead.max(self.spin_ns);
         // An it_value of 0 would disarm: 1 ns is in the past and fires immediately.
-        self.settime(deadline_ns.saturating_sub(self.spin_ns).max(1))?;
+        self.settime(wake_at.max(1))?;
         self.armed_for = Some(deadline_ns);
+        // Only a wake time still ahead says something about the timer's lateness.
+        self.armed = (wait > lead).then_some((wait, wake_at));
         Ok(())
     }
 
     pub fn disarm(&mut self) -> Result<(), TimerError> {
+        self.armed = None;
         if self.armed_for.take().is_some() {
             self.settime(0)?;
         }
@@ -143,7 +169,7 @@ impl DeadlineTimer {
     }
 
     /// Reads the expiry count (0 if the timer has not fired) and forgets the armed deadline when
-    /// it fired.
+    /// it fired, learning how late it woke (for a wake time that was in the future when armed).
     pub fn drain(&mut self) -> Result<u64, TimerError> {
         let mut count = 0u64;
         // SAFETY: reads 8 bytes into a valid u64 from our own non-blocking timerfd.
@@ -162,16 +188,19 @@ impl DeadlineTimer {
             };
         }
         if count > 0 {
+            if let Some((wait, wake_at)) = self.armed.take() {
+                self.learner.record(wait, now_ns().saturating_sub(wake_at));
+            }
             self.armed_for = None;
         }
         Ok(count)
     }
 
-    /// Spins for the last stretch up to `deadline_ns` (at most `spin_ns`, never if already past)
-    /// and returns the current time.
+    /// Spins for the last stretch up to `deadline_ns` (at most the lead taken when the timer was
+    /// last armed, and at least `spin_ns`; never if already past) and returns the current time.
     pub fn spin_until(&self, deadline_ns: u64) -> u64 {
         let now = now_ns();
-        if now >= deadline_ns || deadline_ns - now > self.spin_ns {
+        if now >= deadline_ns || deadline_ns - now > self.spin_limit {
             return now;
         }
         spin_until(deadline_ns)

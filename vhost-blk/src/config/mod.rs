@@ -33,7 +33,7 @@ pub enum ConfigError {
     MissingSocket,
     #[error("no storage given: use --image PATH, --null SIZE or --mem SIZE")]
     MissingStorage,
-    #[error("give only one of --image, --null and --mem")]
+    #[error("give only one of --image, --null, --null-untouched and --mem")]
     ConflictingStorage,
     /// A size or duration that does not parse (see [`crate::units`]).
     #[error("{0}")]
@@ -154,11 +154,18 @@ impl TryFrom<Args> for Config {
         // Storage: a command-line choice replaces the file's as a whole.
         if a.options.has_storage() {
             (f.image, f.null, f.mem, f.size) = (None, None, None, None);
+            f.null_untouched = None;
         }
         let o = a.options.or(f);
         let socket_path = o.socket_path.ok_or(ConfigError::MissingSocket)?;
         let device = o.device.unwrap_or_default();
-        let (image, null, mem, size) = (o.image, o.null, o.mem, o.size);
+        let (image, mem, size) = (o.image, o.mem, o.size);
+        // Both null modes are one choice of storage.
+        let null = match (o.null, o.null_untouched) {
+            (Some(_), Some(_)) => return Err(ConfigError::ConflictingStorage),
+            (Some(n), None) => Some((n, false)),
+            (None, n) => n.map(|n| (n, true)),
+        };
         let direct = o.direct.unwrap_or(false);
         let read_only = o.read_only.unwrap_or(false);
         let chosen = [image.is_some(), null.is_some(), mem.is_some()]
@@ -204,7 +211,10 @@ impl TryFrom<Args> for Config {
                     read_only,
                 })
             }
-            (None, Some(n), None) => Some(StorageSpec::Null {
+            (None, Some((n, false)), None) => Some(StorageSpec::Null {
+                size: parse_size(&n)?,
+            }),
+            (None, Some((n, true)), None) => Some(StorageSpec::NullUntouched {
                 size: parse_size(&n)?,
             }),
             (None, None, Some(m)) => Some(StorageSpec::Mem {

@@ -99,6 +99,10 @@ backend_options! {
         /// Null storage of this size: reads return zeros, writes are dropped.
         #[arg(long, value_name = "SIZE")]
         pub null: Option<String>,
+        /// Null storage of this size whose reads leave the guest's buffers untouched (no zero
+        /// fill; like null_blk without memory backing): a benchmark mode.
+        #[arg(long, value_name = "SIZE")]
+        pub null_untouched: Option<String>,
         /// RAM disk of this size.
         #[arg(long, value_name = "SIZE")]
         pub mem: Option<String>,
@@ -148,7 +152,10 @@ impl Options {
     }
 
     pub(super) fn has_storage(&self) -> bool {
-        self.image.is_some() || self.null.is_some() || self.mem.is_some()
+        self.image.is_some()
+            || self.null.is_some()
+            || self.null_untouched.is_some()
+            || self.mem.is_some()
     }
 }
 

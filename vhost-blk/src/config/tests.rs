@@ -143,6 +143,25 @@ fn toml_file_is_merged_and_cli_wins() {
 }
 
 #[test]
+fn null_untouched_is_its_own_storage_choice() {
+    let c = Config::try_from(args(&["--socket-path", "s", "--null-untouched", "1G"])).unwrap();
+    assert_eq!(
+        c.storage,
+        Some(StorageSpec::NullUntouched { size: 1 << 30 })
+    );
+    let e = Config::try_from(args(&[
+        "--socket-path",
+        "s",
+        "--null",
+        "1G",
+        "--null-untouched",
+        "1G",
+    ]))
+    .unwrap_err();
+    assert!(matches!(e, ConfigError::ConflictingStorage), "{e}");
+}
+
+#[test]
 fn unknown_toml_key_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");

@@ -171,7 +171,7 @@ impl<P: Personality> DeviceBackend<P> {
                         state.submit(head, used_len, kind.index(), read, written, extra_delay_ns);
                     }
                 }
-                state.publish(event_idx);
+                state.publish(event_idx, || avail_pending(vring, &mem));
                 if shared {
                     // One batch per turn; what the driver queued meanwhile is looked at below.
                     break;
@@ -350,9 +350,11 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
             let q = ev - n - 1;
             if let Some(local) = mine.iter().position(|&x| x == q) {
                 let event_idx = self.event_idx.load(Ordering::Relaxed);
+                let mem = self.mem.memory();
+                let vring = &vrings[local];
                 let mut state = self.queue(q);
-                state.attach(&vrings[local]);
-                state.on_timer(event_idx);
+                state.attach(vring);
+                state.on_timer(event_idx, || avail_pending(vring, &mem));
             }
         }
         Ok(())

@@ -43,6 +43,22 @@ impl EngineSink for StatsSink<'_> {
     }
 }
 
+/// Deadlines spun for in one [`QueueState::publish`] before it leaves the rest to the timer.
+const INLINE_SPINS: usize = 64;
+
+/// Spins until `deadline` (true) unless `more_work` says otherwise first (false).
+fn spin_unless(deadline: u64, more_work: &impl Fn() -> bool) -> bool {
+    loop {
+        if now_ns() >= deadline {
+            return true;
+        }
+        if more_work() {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// A completion waiting in the engine: descriptor head and used length.
 type Item = (u16, u32);
 
@@ -160,23 +176,44 @@ impl QueueState {
         self.armed.is_none() && self.engine.pending() == 0 && self.finished.is_empty()
     }
 
-    /// Lets the engine publish what is due and signal if the interrupt is due.
-    pub fn publish(&mut self, event_idx: bool) {
-        let now = now_ns();
-        let mut out = std::mem::take(&mut self.published);
-        let poll = {
-            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-            hand_over(&mut self.finished, &mut self.engine, &mut stats);
-            self.engine
-                .poll(now, &mut StatsSink(&mut stats), |it| out.push(it))
-        };
-        self.apply(poll, &mut out, event_idx);
-        self.published = out;
+    /// Lets the engine publish what is due and signal if the interrupt is due. A next deadline
+    /// closer than the timer's configured spin is not left to the timer (which would fire at
+    /// once, and the worker would spin after a trip through its epoll loop): it is spun for
+    /// here, until it is reached or `more_work` says the ring has new requests (then the timer
+    /// is armed and the caller goes on draining).
+    pub fn publish(&mut self, event_idx: bool, more_work: impl Fn() -> bool) {
+        let mut next = None;
+        for _ in 0..INLINE_SPINS {
+            let mut out = std::mem::take(&mut self.published);
+            let poll = {
+                let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+                hand_over(&mut self.finished, &mut self.engine, &mut stats);
+                self.engine
+                    .poll(now_ns(), &mut StatsSink(&mut stats), |it| out.push(it))
+            };
+            next = poll.next_deadline_ns;
+            self.write_ring(&poll, &mut out, event_idx);
+            self.published = out;
+            let (Some(d), Some(timer)) = (next, &self.timer) else {
+                self.arm(next);
+                return;
+            };
+            if d.saturating_sub(now_ns()) > timer.spin_ns() || !spin_unless(d, &more_work) {
+                self.arm(next);
+                return;
+            }
+        }
+        self.arm(next);
     }
 
-    /// Writes the engine's decisions to the ring (under one lock of the vring) and re-arms the
-    /// timer.
+    /// Writes the engine's decisions to the ring and re-arms the timer.
     fn apply(&mut self, poll: Poll, out: &mut Vec<Item>, event_idx: bool) {
+        self.write_ring(&poll, out, event_idx);
+        self.arm(poll.next_deadline_ns);
+    }
+
+    /// Writes the engine's decisions to the ring, under one lock of the vring.
+    fn write_ring(&mut self, poll: &Poll, out: &mut Vec<Item>, event_idx: bool) {
         if let Some(vring) = &self.vring {
             if !out.is_empty() || poll.signal {
                 let mut ring = vring.get_mut();
@@ -194,7 +231,6 @@ impl QueueState {
         } else {
             out.clear();
         }
-        self.arm(poll.next_deadline_ns);
     }
 
     fn arm(&mut self, deadline: Option<u64>) {
@@ -212,14 +248,15 @@ impl QueueState {
         self.armed = deadline;
     }
 
-    /// The timer fired: wait out the last microseconds, then poll.
-    pub fn on_timer(&mut self, event_idx: bool) {
+    /// The timer fired: wait out the last microseconds, then poll (see [`Self::publish`] for
+    /// `more_work`).
+    pub fn on_timer(&mut self, event_idx: bool, more_work: impl Fn() -> bool) {
         let Some(timer) = &mut self.timer else { return };
         let _ = timer.drain();
         if let Some(d) = self.armed.take() {
             timer.spin_until(d);
         }
-        self.publish(event_idx);
+        self.publish(event_idx, more_work);
     }
 
     /// Publishes and signals everything held, ignoring deadlines (ring stop, shutdown).

@@ -94,8 +94,11 @@ pub enum StorageSpec {
         #[serde(default)]
         read_only: bool,
     },
-    /// Reads return zeros, writes are dropped (like null_blk without memory backing).
+    /// Reads return zeros, writes are dropped.
     Null { size: u64 },
+    /// Reads leave the buffers untouched, writes are dropped (like null_blk without memory
+    /// backing): for measuring the request path without the zero fill.
+    NullUntouched { size: u64 },
     /// A RAM disk (an anonymous memfd).
     Mem { size: u64 },
 }
@@ -111,6 +114,7 @@ impl StorageSpec {
                 read_only,
             } => Arc::new(FileStorage::open(path, *create_size, *direct, *read_only)?),
             StorageSpec::Null { size } => Arc::new(NullStorage::new(*size)),
+            StorageSpec::NullUntouched { size } => Arc::new(NullStorage::untouched(*size)),
             StorageSpec::Mem { size } => Arc::new(FileStorage::memfd(*size)?),
         })
     }
@@ -119,7 +123,9 @@ impl StorageSpec {
     pub fn declared_size(&self) -> Option<u64> {
         match self {
             StorageSpec::File { .. } => None,
-            StorageSpec::Null { size } | StorageSpec::Mem { size } => Some(*size),
+            StorageSpec::Null { size }
+            | StorageSpec::NullUntouched { size }
+            | StorageSpec::Mem { size } => Some(*size),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Null storage: reads return zeros, writes are accepted and dropped.
+//! Null storage: reads return zeros (or, untouched, leave the buffers as they are), writes are
+//! accepted and dropped.
 
 use std::io::{IoSlice, IoSliceMut};
 
@@ -8,11 +9,20 @@ use super::{check_range, iov_len, Storage, StorageError};
 #[derive(Debug)]
 pub struct NullStorage {
     size: u64,
+    /// Reads zero the buffers (false: they are left untouched).
+    fill: bool,
 }
 
 impl NullStorage {
+    /// Reads return zeros.
     pub fn new(size: u64) -> Self {
-        Self { size }
+        Self { size, fill: true }
+    }
+
+    /// Reads succeed without writing the buffers (like Linux null_blk without memory backing):
+    /// the cost of a request without the zero fill, for measuring the rest of the path.
+    pub fn untouched(size: u64) -> Self {
+        Self { size, fill: false }
     }
 }
 
@@ -29,8 +39,10 @@ impl Storage for NullStorage {
         offset: u64,
     ) -> Result<(), StorageError> {
         check_range(offset, iov_len(bufs), self.size)?;
-        for b in bufs.iter_mut() {
-            b.fill(0);
+        if self.fill {
+            for b in bufs.iter_mut() {
+                b.fill(0);
+            }
         }
         Ok(())
     }
@@ -63,5 +75,10 @@ mod tests {
             Err(StorageError::OutOfRange { .. })
         ));
         assert!(s.write_at(&buf, 4096).is_err());
+        let u = NullStorage::untouched(4096);
+        let mut buf = vec![0xaau8; 512];
+        u.read_at(&mut buf, 0).unwrap();
+        assert!(buf.iter().all(|&b| b == 0xaa));
+        assert!(u.read_at(&mut buf, 3585).is_err());
     }
 }

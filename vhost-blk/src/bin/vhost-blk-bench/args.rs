@@ -35,6 +35,25 @@ pub(crate) fn parse_pattern(s: &str) -> Result<Pattern, String> {
     })
 }
 
+/// Which client drives the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Client {
+    /// This crate's in-process frontend (virtio-blk or virtio-scsi).
+    Bench,
+    /// libblkio's virtio-blk vhost-user driver (the `blkio` crate): an independent client.
+    Blkio,
+}
+
+/// The device the backend exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Device {
+    Blk,
+    /// virtio-scsi: request queues from vring 2, commands to LUN 0:0.
+    Scsi,
+}
+
 /// A request size: a multiple of 512 up to 1 MiB (see `vhost_blk::units`).
 pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
     match units::parse_size(s, Zero::Rejected) {
@@ -77,6 +96,15 @@ pub(crate) struct Args {
     /// Run this long first without recording.
     #[arg(long, default_value = "0", value_parser = |s: &str| units::parse_duration_ns(s, Zero::Allowed))]
     pub ramp: u64,
+    /// The client: `bench` (built in) or `blkio` (libblkio's virtio-blk-vhost-user driver).
+    #[arg(long, value_enum, default_value_t = Client::Bench)]
+    pub client: Client,
+    /// The device behind the socket (`scsi`: only with `--client bench`).
+    #[arg(long, value_enum, default_value_t = Device::Blk)]
+    pub device: Device,
+    /// virtio-scsi: use READ(16)/WRITE(16) instead of READ(10)/WRITE(10).
+    #[arg(long)]
+    pub cdb16: bool,
     /// Spin instead of sleeping and measure the used-entry-to-interrupt delay.
     #[arg(long)]
     pub measure_irq: bool,
@@ -97,6 +125,30 @@ pub(crate) struct Args {
     pub json: Option<PathBuf>,
 }
 
+impl Args {
+    /// Combinations the options cannot express; one line for the user.
+    pub fn check(&self) -> Result<(), String> {
+        if self.queue_size < self.qd.saturating_mul(3) || !self.queue_size.is_power_of_two() {
+            return Err(format!(
+                "--queue-size {} must be a power of two and at least 3 x --qd ({})",
+                self.queue_size, self.qd
+            ));
+        }
+        if self.client == Client::Blkio {
+            if self.device == Device::Scsi {
+                return Err("--client blkio drives virtio-blk only (no --device scsi)".into());
+            }
+            if self.measure_irq {
+                return Err("--measure-irq needs --client bench".into());
+            }
+        }
+        if self.cdb16 && self.device != Device::Scsi {
+            return Err("--cdb16 needs --device scsi".into());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +164,21 @@ mod tests {
         );
         assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
         assert!(parse_duration("0").is_err());
+    }
+
+    #[test]
+    fn option_combinations() {
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["vhost-blk-bench", "--socket", "/s"];
+            v.extend_from_slice(extra);
+            Args::try_parse_from(v).unwrap().check()
+        };
+        assert!(parse(&[]).is_ok());
+        assert!(parse(&["--device", "scsi", "--cdb16", "--queues", "8"]).is_ok());
+        assert!(parse(&["--client", "blkio", "--queues", "8", "--qd", "16"]).is_ok());
+        assert!(parse(&["--client", "blkio", "--device", "scsi"]).is_err());
+        assert!(parse(&["--client", "blkio", "--measure-irq"]).is_err());
+        assert!(parse(&["--cdb16"]).is_err());
+        assert!(parse(&["--qd", "100"]).is_err());
     }
 }

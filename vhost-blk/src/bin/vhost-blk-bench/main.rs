@@ -1,8 +1,14 @@
-//! vhost-blk-bench: a load generator for any vhost-user-blk backend (ours, qemu-storage-daemon).
+//! vhost-blk-bench: a load generator for any vhost-user-blk backend (ours, qemu-storage-daemon)
+//! and for our vhost-user-scsi backend.
 //!
 //! It connects as the vhost-user frontend (memfd guest memory, split rings), keeps `--qd`
 //! requests in flight on each of `--queues` queues from `--threads` threads, and reports per queue
 //! IOPS, bandwidth, request latency percentiles and interrupts, as text and JSON.
+//!
+//! Clients (`--client`): `bench`, this crate's frontend, speaking virtio-blk or (`--device scsi`)
+//! virtio-scsi READ/WRITE(10) or (16) to LUN 0:0 on request queues 2..; `blkio`, libblkio's
+//! virtio-blk vhost-user driver ([`blkio_client`]), an independent implementation of the
+//! driver side, with the same queues, depth, size, pattern, run length and report.
 //!
 //! As in a guest driver, a queue's completions are reaped (and their slots resubmitted) only when
 //! its interrupt (call eventfd) arrives. Two ways to wait for it:
@@ -16,7 +22,9 @@
 //! the throughput per backend CPU-second.
 
 mod args;
+mod blkio_client;
 mod report;
+mod slot;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,11 +36,15 @@ use rand_chacha::ChaCha8Rng;
 
 use std::sync::atomic::Ordering;
 use vhost_blk::completion::now_ns;
-use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, FrontendError, QueueHandle};
+use vhost_blk::frontend::scsi::FIRST_REQUEST_QUEUE;
+use vhost_blk::frontend::{
+    scsi_connect_options, ConnectOptions, Connection, FrontendError, QueueHandle,
+};
 use vhost_blk::stats::Hist;
 
-use args::{Args, Pattern};
+use args::{Args, Client, Device, Pattern};
 use report::{line, report_of, Report};
+use slot::Slot;
 use vm_memory::{Bytes, GuestAddress};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,10 +57,12 @@ enum BenchError {
     Cpu(u32, std::io::Error),
     #[error("writing {0}: {1}")]
     Json(PathBuf, std::io::Error),
+    #[error("blkio: {0}")]
+    Blkio(String),
 }
 
 /// Results of one queue.
-struct QueueResult {
+pub(crate) struct QueueResult {
     queue: u16,
     ops: u64,
     bytes: u64,
@@ -60,7 +74,7 @@ struct QueueResult {
 }
 
 impl QueueResult {
-    fn new(queue: u16) -> Self {
+    pub(crate) fn new(queue: u16) -> Self {
         QueueResult {
             queue,
             ops: 0,
@@ -77,7 +91,7 @@ impl QueueResult {
 /// One queue's state in a worker thread.
 struct Lane {
     q: QueueHandle,
-    slots: Vec<BlkRequest>,
+    slots: Vec<Slot>,
     /// Per descriptor head: (slot, submit time).
     by_head: Vec<Option<(usize, u64)>>,
     /// Completions seen and not yet covered by an interrupt (`--measure-irq`): seen times.
@@ -89,7 +103,7 @@ struct Lane {
     res: QueueResult,
 }
 
-struct Plan {
+pub(crate) struct Plan {
     rw: Pattern,
     bs: u32,
     sectors: u64,
@@ -173,7 +187,7 @@ impl Lane {
                 let r = &mut self.res;
                 r.ops += 1;
                 r.latency.record(now.saturating_sub(submitted));
-                if self.slots[slot].result(used_len)?.status != 0 {
+                if !self.slots[slot].ok(used_len)? {
                     r.errors += 1;
                 } else if plan.rw != Pattern::Flush {
                     r.bytes += u64::from(plan.bs);
@@ -305,55 +319,35 @@ fn cpu_seconds(pid: u32) -> Result<f64, BenchError> {
     Ok((ticks(11) + ticks(12)) as f64 / hz)
 }
 
-fn run(args: &Args) -> Result<Report, BenchError> {
-    let per_slot = u64::from(args.bs) + 4096 + 64;
-    let opts = ConnectOptions {
-        num_queues: args.queues,
-        queue_size: args.queue_size,
-        event_idx: !args.no_event_idx,
-        mem_size: (16 << 20) + u64::from(args.queues) * (u64::from(args.qd) * per_slot + (1 << 20)),
-        ..ConnectOptions::default()
-    };
-    let mut conn = Connection::connect(&args.socket, &opts)?;
-    let cap = conn.config(0, 8)?;
-    let sectors = u64::from_le_bytes(cap.try_into().unwrap_or([0; 8]));
-    let threads = args.threads.unwrap_or(args.queues).min(args.queues);
+/// The run's plan, starting now: ramp, then the measured window.
+pub(crate) fn plan(args: &Args, sectors: u64) -> Plan {
     let start = now_ns();
-    let plan = Plan {
+    Plan {
         rw: args.rw,
         bs: args.bs,
         sectors,
         start_record: start + args.ramp,
         end: start + args.ramp + args.duration,
         measure_irq: args.measure_irq,
-    };
-    let mut per_thread: Vec<Vec<Lane>> = (0..threads).map(|_| Vec::new()).collect();
-    for i in 0..args.queues {
-        let q = conn.take_queue(usize::from(i)).expect("connected queue");
-        let slots = (0..args.qd)
-            .map(|_| BlkRequest::new(conn.ram(), args.bs))
-            .collect::<Result<Vec<_>, _>>()?;
-        per_thread[usize::from(i % threads)].push(Lane {
-            by_head: vec![None; usize::from(args.queue_size)],
-            q,
-            slots,
-            unsignalled: Vec::new(),
-            seen_idx: 0,
-            consumed_idx: 0,
-            last_progress: 0,
-            res: QueueResult::new(i),
-        });
     }
+}
+
+/// Runs `f` on one thread per element of `work` (thread t seeded with `--seed` + t) and takes
+/// the backend's CPU time from the start of the measured window until every thread is done.
+pub(crate) fn run_measured<W: Send>(
+    args: &Args,
+    plan: &Plan,
+    work: Vec<W>,
+    f: impl Fn(W, &Plan, u64) -> Result<Vec<QueueResult>, BenchError> + Sync,
+) -> Result<(Vec<QueueResult>, Option<f64>), BenchError> {
     let wait_until = |t: u64| std::thread::sleep(Duration::from_nanos(t.saturating_sub(now_ns())));
     let mut cpu_at_start = None;
     let results = std::thread::scope(|s| {
-        let plan = &plan;
-        let handles: Vec<_> = per_thread
+        let f = &f;
+        let handles: Vec<_> = work
             .into_iter()
             .enumerate()
-            .map(|(t, lanes)| {
-                s.spawn(move || run_thread(lanes, plan, args.seed.wrapping_add(t as u64)))
-            })
+            .map(|(t, w)| s.spawn(move || f(w, plan, args.seed.wrapping_add(t as u64))))
             .collect();
         wait_until(plan.start_record);
         cpu_at_start = args.backend_pid.map(cpu_seconds);
@@ -367,8 +361,83 @@ fn run(args: &Args) -> Result<Report, BenchError> {
         (Some(pid), Some(before)) => Some(cpu_seconds(pid)? - before?),
         _ => None,
     };
+    Ok((results, cpu))
+}
+
+/// The built-in client: virtio-blk, or virtio-scsi on request queues 2...
+fn run_bench(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchError> {
+    let per_slot = u64::from(args.bs) + 4096 + 256;
+    let base = match args.device {
+        Device::Blk => ConnectOptions {
+            num_queues: args.queues,
+            ..ConnectOptions::default()
+        },
+        Device::Scsi => scsi_connect_options(args.queues),
+    };
+    let opts = ConnectOptions {
+        num_queues: base.num_queues,
+        queue_size: args.queue_size,
+        event_idx: !args.no_event_idx,
+        mem_size: (16 << 20) + u64::from(args.queues) * (u64::from(args.qd) * per_slot + (1 << 20)),
+        ..base
+    };
+    let mut conn = Connection::connect(&args.socket, &opts)?;
+    let first = match args.device {
+        Device::Blk => 0,
+        Device::Scsi => FIRST_REQUEST_QUEUE,
+    };
+    let mut queues: Vec<QueueHandle> = (0..usize::from(args.queues))
+        .map(|i| conn.take_queue(first + i).expect("connected queue"))
+        .collect();
+    // virtio-scsi: the capacity comes from READ CAPACITY(16), one completion on the first queue.
+    let (sectors, block_size, probed) = match args.device {
+        Device::Blk => {
+            let cap = conn.config(0, 8)?;
+            (u64::from_le_bytes(cap.try_into().unwrap_or([0; 8])), 512, 0)
+        }
+        Device::Scsi => {
+            let (sectors, bs) = slot::scsi_capacity(conn.ram(), &mut queues[0])?;
+            // READ(10) addresses 2^32 blocks.
+            let max = if args.cdb16 {
+                u64::MAX
+            } else {
+                (u64::from(u32::MAX) * u64::from(bs)) / 512
+            };
+            (sectors.min(max), bs, 1u16)
+        }
+    };
+    let threads = args.threads.unwrap_or(args.queues).min(args.queues);
+    let mut per_thread: Vec<Vec<Lane>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, q) in queues.into_iter().enumerate() {
+        let slots = (0..args.qd)
+            .map(|_| match args.device {
+                Device::Blk => Slot::blk(conn.ram(), args.bs),
+                Device::Scsi => Slot::scsi(conn.ram(), args.bs, args.cdb16, block_size),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let done = if i == 0 { probed } else { 0 };
+        per_thread[i % usize::from(threads)].push(Lane {
+            by_head: vec![None; usize::from(args.queue_size)],
+            q,
+            slots,
+            unsignalled: Vec::new(),
+            seen_idx: done,
+            consumed_idx: done,
+            last_progress: 0,
+            res: QueueResult::new(i as u16),
+        });
+    }
+    let plan = plan(args, sectors);
+    run_measured(args, &plan, per_thread, run_thread)
+}
+
+fn run(args: &Args) -> Result<Report, BenchError> {
+    let (mut results, cpu) = match args.client {
+        Client::Bench => run_bench(args)?,
+        Client::Blkio => blkio_client::run(args)?,
+    };
+    let threads = args.threads.unwrap_or(args.queues).min(args.queues);
     let secs = args.duration as f64 / 1e9;
-    let mut results = results;
     results.sort_by_key(|r| r.queue);
     let mut total = QueueResult::new(0);
     for r in &results {
@@ -382,6 +451,8 @@ fn run(args: &Args) -> Result<Report, BenchError> {
     }
     Ok(Report {
         socket: args.socket.clone(),
+        client: args.client,
+        device: args.device,
         rw: format!("{:?}", args.rw).to_lowercase(),
         bs: args.bs,
         queues: args.queues,
@@ -401,11 +472,8 @@ fn run(args: &Args) -> Result<Report, BenchError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.queue_size < args.qd.saturating_mul(3) || !args.queue_size.is_power_of_two() {
-        eprintln!(
-            "vhost-blk-bench: --queue-size {} must be a power of two and at least 3 x --qd ({})",
-            args.queue_size, args.qd
-        );
+    if let Err(e) = args.check() {
+        eprintln!("vhost-blk-bench: {e}");
         return ExitCode::from(2);
     }
     let report = match run(&args) {

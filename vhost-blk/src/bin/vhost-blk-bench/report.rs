@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use vhost_blk::stats::{CountSummary, LatencySummary};
 
+use super::args::{Client, Device};
 use super::QueueResult;
 
 #[derive(Serialize)]
@@ -23,6 +24,8 @@ pub(crate) struct QueueReport {
 #[derive(Serialize)]
 pub(crate) struct Report {
     pub socket: PathBuf,
+    pub client: Client,
+    pub device: Device,
     pub rw: String,
     pub bs: u32,
     pub queues: u16,

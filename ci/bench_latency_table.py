@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The table of ci/bench-latency.sh from the JSON files of one run (see that script).
+
+Usage: bench_latency_table.py OUT_DIR "TARGETS_US" ROUNDS QUEUES QD THREADS
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+out, targets, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+queues, qd, threads = sys.argv[4], sys.argv[5], sys.argv[6]
+
+
+def load(name):
+    p = os.path.join(out, name)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def cyclictest():
+    """p50 / p99 / max (us) from cyclictest's histogram output, or None."""
+    p = os.path.join(out, "cyclictest.txt")
+    if not os.path.exists(p):
+        return None
+    counts, overflow, mx = {}, 0, None
+    for line in open(p):
+        m = re.match(r"^(\d+)\s+(\d+)\s*$", line)
+        if m:
+            counts[int(m.group(1))] = int(m.group(2))
+        elif line.startswith("# Histogram Overflows:"):
+            overflow = sum(int(x) for x in line.split(":")[1].split())
+        elif line.startswith("# Max Latencies:"):
+            mx = max(int(x) for x in line.split(":")[1].split())
+    n = sum(counts.values()) + overflow
+    if n == 0:
+        return None
+
+    def q(f):
+        want, acc = f * n, 0
+        for us in sorted(counts):
+            acc += counts[us]
+            if acc >= want:
+                return us
+        return mx  # in the overflow
+
+    return {"n": n, "p50": q(0.5), "p99": q(0.99), "max": mx, "overflow": overflow}
+
+
+def fmt(x, spec="+.1f"):
+    return "-" if x is None else format(x, spec)
+
+
+floor = cyclictest()
+print("# Backend benchmark (ci/bench-latency.sh)\n")
+if floor:
+    print(f"Host floor, cyclictest (SCHED_FIFO 80, 200 us interval, {floor['n']} wake-ups, "
+          f"from its histogram): p50 {floor['p50']} us, p99 {floor['p99']} us, "
+          f"max {floor['max']} us\n")
+else:
+    print("Host floor: n/a (cyclictest not installed)\n")
+
+print("## Latency accuracy (1 queue, QD1)\n")
+print("Timer-only: the backend's signal time - due time (its irq_error statistics). End to end: "
+      "used entry seen by the bench -> call eventfd seen by the bench, - target. "
+      "Ratio: end-to-end p99 excess / cyclictest p99.\n")
+print("| target us | timer-only median error | timer-only p99 | end-to-end median error "
+      "| end-to-end p99 excess | p99 excess / cyclictest p99 | request p50 - target "
+      "| qemu-storage-daemon request p50 - target |")
+print("|---|---|---|---|---|---|---|---|")
+lat_goal = []
+for t in targets:
+    tu = float(t)
+    ours, st, q = load(f"ours-msix-{t}us.json"), load(f"ours-msix-{t}us-stats.json"), \
+        load(f"qsd-latency-{t}us.json")
+    if not ours:
+        continue
+    d, r = ours["total"]["irq_delay_us"], ours["total"]["latency_us"]
+    e2e_med, e2e_p99 = d["p50"] - tu, d["p99"] - tu
+    timer_med = timer_p99 = None
+    if st:
+        e = st["total"]["irq_error_us"]
+        # irq_error is |signal - due|; the engine never signals early outside a flush, and the
+        # early count says whether it did.
+        sign = -1 if st["total"]["irq_early"] > st["total"]["irq_late"] else 1
+        timer_med, timer_p99 = sign * e["p50"], e["p99"]
+    ratio = e2e_p99 / floor["p99"] if floor and floor["p99"] else None
+    qs = q["total"]["latency_us"]["p50"] - tu if q else None
+    lat_goal.append((t, e2e_med, ratio))
+    print(f"| {t} | {fmt(timer_med, '+.2f')} | {fmt(timer_p99, '.1f')} | {e2e_med:+.2f} "
+          f"| {e2e_p99:+.1f} | {fmt(ratio, '.2f')} | {r['p50'] - tu:+.1f} | {fmt(qs)} |")
+
+print(f"\n## Efficiency: 4k randread, null storage, {queues} queues x QD{qd}, {threads} client "
+      f"threads, {rounds} interleaved rounds\n")
+ROWS = [
+    ("ours-bench", "ours, virtio-blk", "vhost-blk-bench"),
+    ("qsd-bench", "qemu-storage-daemon", "vhost-blk-bench"),
+    ("ours-blkio", "ours, virtio-blk", "blkio"),
+    ("qsd-blkio", "qemu-storage-daemon", "blkio"),
+    ("ours-untouched-bench", "ours, --null-untouched (no zero fill)", "vhost-blk-bench"),
+    ("ours-untouched-blkio", "ours, --null-untouched (no zero fill)", "blkio"),
+    ("ours-t2-bench", "ours, --threads 2", "vhost-blk-bench"),
+    ("ours-t2-blkio", "ours, --threads 2", "blkio"),
+    ("ours-scsi10-bench", "ours, virtio-scsi READ(10)", "vhost-blk-bench"),
+    ("ours-scsi16-bench", "ours, virtio-scsi READ(16)", "vhost-blk-bench"),
+]
+
+
+def runs(name):
+    return [load(f"eff-r{r}-{name}.json") for r in range(1, rounds + 1)]
+
+
+def eff(j):
+    return j and j.get("ops_per_backend_cpu_second")
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+print("| backend | client | IOPS (median) | ops per backend CPU-second: median (runs) "
+      "| client latency p50 / p99 us (median) |")
+print("|---|---|---|---|---|")
+medians = {}
+for name, backend, client in ROWS:
+    js = runs(name)
+    if not any(js):
+        continue
+    e = [eff(j) for j in js]
+    medians[name] = med(e)
+    iops = med([j["total"]["iops"] for j in js if j])
+    p50 = med([j["total"]["latency_us"]["p50"] for j in js if j])
+    p99 = med([j["total"]["latency_us"]["p99"] for j in js if j])
+    runs_s = " / ".join(fmt(x and x / 1e6, ".2f") + "M" for x in e)
+    print(f"| {backend} | {client} | {fmt(iops, '.0f')} | {fmt(medians[name] and medians[name] / 1e6, '.2f')}M "
+          f"({runs_s}) | {fmt(p50, '.1f')} / {fmt(p99, '.1f')} |")
+
+
+def ratio(a, b):
+    """Ratio of medians and the per-round paired ratios of rows a / b."""
+    ea, eb = [eff(j) for j in runs(a)], [eff(j) for j in runs(b)]
+    paired = [x / y for x, y in zip(ea, eb) if x and y]
+    rm = medians.get(a) / medians[b] if medians.get(a) and medians.get(b) else None
+    return rm, paired
+
+
+print("\n| ratio (ops per backend CPU-second) | ratio of medians | per-round paired ratios |")
+print("|---|---|---|")
+ratios = {}
+for a, b, label in [
+    ("ours-bench", "qsd-bench", "ours / qemu-storage-daemon, vhost-blk-bench client"),
+    ("ours-blkio", "qsd-blkio", "ours / qemu-storage-daemon, blkio client"),
+    ("ours-untouched-bench", "qsd-bench", "ours untouched / qemu-storage-daemon, vhost-blk-bench"),
+    ("ours-untouched-blkio", "qsd-blkio", "ours untouched / qemu-storage-daemon, blkio"),
+    ("ours-t2-bench", "qsd-bench", "ours --threads 2 / qemu-storage-daemon, vhost-blk-bench"),
+    ("ours-t2-blkio", "qsd-blkio", "ours --threads 2 / qemu-storage-daemon, blkio"),
+    ("ours-scsi10-bench", "ours-bench", "ours SCSI READ(10) / ours blk"),
+    ("ours-scsi16-bench", "ours-bench", "ours SCSI READ(16) / ours blk"),
+]:
+    rm, paired = ratio(a, b)
+    ratios[a] = rm
+    if rm is not None:
+        print(f"| {label} | {rm:.2f}x | {' '.join(f'{p:.2f}' for p in paired)} |")
+
+print("\n## Goals\n")
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("met" if ok else "NOT met")
+
+
+for a, label in [("ours-bench", "vhost-blk-bench"), ("ours-blkio", "blkio")]:
+    rm = ratios.get(a)
+    print(f"- Efficiency >= 2.0x qemu-storage-daemon, {label} client: "
+          f"{fmt(rm, '.2f')}x: {verdict(None if rm is None else rm >= 2.0)}")
+for t, m, rt in lat_goal:
+    print(f"- Median latency error <= 2 us at {t} us (end to end): {m:+.2f} us: {verdict(abs(m) <= 2.0)}; "
+          f"p99 excess <= 1.5x cyclictest p99: {fmt(rt, '.2f')}x: {verdict(None if rt is None else rt <= 1.5)}")
+for a, label in [("ours-scsi10-bench", "READ(10)"), ("ours-scsi16-bench", "READ(16)")]:
+    rm = ratios.get(a)
+    print(f"- SCSI {label} ops per CPU-second within 15 % of the blk path: {fmt(rm, '.2f')}x: "
+          f"{verdict(None if rm is None else rm >= 0.85)}")

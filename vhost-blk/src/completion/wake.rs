@@ -1,0 +1,116 @@
+//! How late a timer wakes, learned from its own wake-ups, so that it can be armed that much
+//! earlier (and the rest spun).
+//!
+//! Rules:
+//! 1. Wake-ups are grouped by the wait they were armed for (deadline - time of arming, powers
+//!    of two of microseconds): a virtual CPU that halts for a millisecond wakes later than one
+//!    that halts for 20 us.
+//! 2. For each group the last [`WINDOW`] lateness samples are kept; the lead for a sleep is
+//!    that group's [`QUANTILE`] sample plus [`MARGIN_NS`], at least the configured spin, at most
+//!    [`super::model::MAX_SPIN_NS`] and never more than the sleep itself. A group without
+//!    samples uses the configured spin.
+//! 3. Pure bookkeeping: times are passed in, nothing here reads a clock.
+
+use super::model::MAX_SPIN_NS;
+
+/// Samples kept per group.
+pub const WINDOW: usize = 16;
+/// Which sorted sample of the window is the lead (12 of 16: the 75th percentile).
+pub const QUANTILE: usize = 12;
+/// Added to the learned lateness.
+pub const MARGIN_NS: u64 = 3_000;
+/// Sleep-length groups: < 1 us, 1-2 us, 2-4 us, ... >= 2^(GROUPS-2) us.
+const GROUPS: usize = 16;
+
+/// Learned wake-up lateness of one timer.
+#[derive(Debug, Clone)]
+pub struct WakeLearner {
+    base_ns: u64,
+    samples: [[u64; WINDOW]; GROUPS],
+    /// Samples recorded per group (saturating; the window holds the last `WINDOW`).
+    seen: [usize; GROUPS],
+}
+
+fn group(sleep_ns: u64) -> usize {
+    let us = sleep_ns / 1_000;
+    ((u64::BITS - us.leading_zeros()) as usize).min(GROUPS - 1)
+}
+
+impl WakeLearner {
+    /// A learner that starts from (and never leads by less than) `base_ns`.
+    pub fn new(base_ns: u64) -> Self {
+        Self {
+            base_ns,
+            samples: [[0; WINDOW]; GROUPS],
+            seen: [0; GROUPS],
+        }
+    }
+
+    /// How long before a deadline to wake, for a wait of `wait_ns` from now (rule 2).
+    pub fn lead_ns(&self, wait_ns: u64) -> u64 {
+        let g = group(wait_ns);
+        let n = self.seen[g].min(WINDOW);
+        let learned = if n == 0 {
+            0
+        } else {
+            let mut s = self.samples[g];
+            let s = &mut s[..n];
+            s.sort_unstable();
+            s[(QUANTILE * n / WINDOW).min(n - 1)] + MARGIN_NS
+        };
+        learned.max(self.base_ns).min(MAX_SPIN_NS).min(wait_ns)
+    }
+
+    /// A timer armed for a wait of `wait_ns` woke `late_ns` after the time it was set for.
+    pub fn record(&mut self, wait_ns: u64, late_ns: u64) {
+        let g = group(wait_ns);
+        self.samples[g][self.seen[g] % WINDOW] = late_ns;
+        self.seen[g] = self.seen[g].saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    #[test]
+    fn starts_from_the_configured_spin_and_learns_per_sleep_length() {
+        let mut w = WakeLearner::new(20 * US);
+        assert_eq!(w.lead_ns(1_000 * US), 20 * US);
+        // Never more than the wait itself.
+        assert_eq!(w.lead_ns(5 * US), 5 * US);
+        // Long sleeps wake 40-50 us late.
+        for i in 0..WINDOW as u64 {
+            w.record(1_000 * US, 40 * US + i * 600);
+        }
+        let lead = w.lead_ns(1_000 * US);
+        assert_eq!(lead, 40 * US + 12 * 600 + MARGIN_NS);
+        // Short sleeps are a different group: still the configured spin.
+        assert_eq!(w.lead_ns(100 * US), 20 * US);
+        // Small lateness never lowers the lead below the configured spin.
+        for _ in 0..WINDOW {
+            w.record(100 * US, US);
+        }
+        assert_eq!(w.lead_ns(100 * US), 20 * US);
+    }
+
+    #[test]
+    fn the_window_forgets_and_the_lead_is_capped() {
+        let mut w = WakeLearner::new(0);
+        for _ in 0..WINDOW {
+            w.record(500 * US, 10 * MAX_SPIN_NS);
+        }
+        assert_eq!(w.lead_ns(100_000 * US), MAX_SPIN_NS);
+        for _ in 0..WINDOW {
+            w.record(500 * US, 2 * US);
+        }
+        assert_eq!(w.lead_ns(500 * US), 2 * US + MARGIN_NS);
+        // A few samples: the quantile of what there is.
+        let mut v = WakeLearner::new(0);
+        v.record(3 * US, 7 * US);
+        assert_eq!(v.lead_ns(3 * US), 3 * US);
+        assert_eq!(v.lead_ns(30 * US), 0);
+    }
+}
