@@ -18,7 +18,6 @@
 #     on null storage, QUEUES x QD from THREADS client threads, each of:
 #       ours/qsd x client bench/blkio  (qemu-storage-daemon null-co read-zeroes=on, num-queues),
 #       ours --null-untouched (no zero fill) x bench/blkio,
-#       ours --threads 2 (2 workers for the 8 queues instead of one per queue) x bench/blkio,
 #       ours virtio-scsi READ(10) and READ(16) (bench client; QEMU has no vhost-user-scsi daemon,
 #       so SCSI is compared with our own blk path).
 #     Per row: medians over the rounds of IOPS, ops per backend CPU-second (utime + stime of the
@@ -124,8 +123,6 @@ CONFIGS=(
     "qsd-blkio|qsd|--client blkio"
     "ours-untouched-bench|ours:--null-untouched 1G|"
     "ours-untouched-blkio|ours:--null-untouched 1G|--client blkio"
-    "ours-t2-bench|ours:--null 1G --threads 2|"
-    "ours-t2-blkio|ours:--null 1G --threads 2|--client blkio"
     "ours-scsi10-bench|ours:--device scsi --null 1G|--device scsi"
     "ours-scsi16-bench|ours:--device scsi --null 1G|--device scsi --cdb16"
 )

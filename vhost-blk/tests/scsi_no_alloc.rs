@@ -179,8 +179,10 @@ fn cdb16(op: u8, lba: u64, blocks: u32) -> Vec<u8> {
     c
 }
 
-/// (CDB, LUN field, is a write, expected response byte, expected SCSI status).
-fn scsi_commands() -> Vec<(Vec<u8>, [u8; 8], bool, u8, u8)> {
+/// CDB, LUN field, is a write, expected response byte, expected SCSI status.
+type Command = (Vec<u8>, [u8; 8], bool, u8, u8);
+
+fn scsi_commands() -> Vec<Command> {
     let (lun, absent) = (lun_address(0, 0), lun_address(5, 0));
     vec![
         (cdb10(0x28, 8, 8), lun, false, 0, 0),            // READ(10)

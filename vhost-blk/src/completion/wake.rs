@@ -100,9 +100,11 @@ mod tests {
     fn the_window_forgets_and_the_lead_is_capped() {
         let mut w = WakeLearner::new(0);
         for _ in 0..WINDOW {
+            w.record(100_000 * US, 10 * MAX_SPIN_NS);
             w.record(500 * US, 10 * MAX_SPIN_NS);
         }
         assert_eq!(w.lead_ns(100_000 * US), MAX_SPIN_NS);
+        assert_eq!(w.lead_ns(500 * US), 500 * US);
         for _ in 0..WINDOW {
             w.record(500 * US, 2 * US);
         }
