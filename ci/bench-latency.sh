@@ -39,7 +39,7 @@ QUEUES=${QUEUES:-8}
 QD=${QD:-16}
 THREADS=${THREADS:-2}
 mkdir -p "$OUT"
-rm -f "$OUT"/*.json
+rm -f "$OUT"/*.json "$OUT/failures.txt"
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -140,8 +140,10 @@ for r in $(seq "$ROUNDS"); do
             sock=$WORK/o.sock
         fi
         # shellcheck disable=SC2086
+        # A failed run (e.g. a stall) is recorded and the table goes on without it.
         bench "$OUT/eff-r$r-$name.json" "$sock" "$DURATION" --queues "$QUEUES" --qd "$QD" \
-            --threads "$THREADS" $cargs
+            --threads "$THREADS" $cargs ||
+            echo "round $r $name: vhost-blk-bench failed (exit $?)" | tee -a "$OUT/failures.txt" >&2
         stop_backend
     done
 done

@@ -135,7 +135,7 @@ for name, backend, client in ROWS:
     iops = med([j["total"]["iops"] for j in js if j])
     p50 = med([j["total"]["latency_us"]["p50"] for j in js if j])
     p99 = med([j["total"]["latency_us"]["p99"] for j in js if j])
-    runs_s = " / ".join(fmt(x and x / 1e6, ".2f") + "M" for x in e)
+    runs_s = " / ".join("-" if x is None else f"{x / 1e6:.2f}M" for x in e)
     print(f"| {backend} | {client} | {fmt(iops, '.0f')} | {fmt(medians[name] and medians[name] / 1e6, '.2f')}M "
           f"({runs_s}) | {fmt(p50, '.1f')} / {fmt(p99, '.1f')} |")
 
@@ -165,6 +165,12 @@ for a, b, label in [
     ratios[a] = rm
     if rm is not None:
         print(f"| {label} | {rm:.2f}x | {' '.join(f'{p:.2f}' for p in paired)} |")
+
+fails = os.path.join(out, "failures.txt")
+if os.path.exists(fails):
+    print("\nFailed runs (left out of the medians):\n")
+    for line in open(fails):
+        print(f"- {line.strip()}")
 
 print("\n## Goals\n")
 

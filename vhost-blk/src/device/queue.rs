@@ -254,6 +254,12 @@ impl QueueState {
         let Some(timer) = &mut self.timer else { return };
         let _ = timer.drain();
         if let Some(d) = self.armed.take() {
+            // Touch what the publication will use (a worker that slept long finds its caches
+            // cold), then spin out the rest.
+            drop(self.stats.lock());
+            if let Some(v) = &self.vring {
+                drop(v.get_ref());
+            }
             timer.spin_until(d);
         }
         self.publish(event_idx, more_work);
