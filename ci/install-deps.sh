@@ -13,6 +13,7 @@ PKGS=(
     ccache build-essential bc bison flex libelf-dev libssl-dev   # kernel builds
     dpkg-dev libaio-dev zlib1g-dev       # apt-get source / dpkg-source, static fio
     xz-utils file patch git ca-certificates python3
+    slurm-wlm munge                      # the single-node Slurm cluster of the --executor slurm test
 )
 
 if [ "$(id -u)" != 0 ]; then

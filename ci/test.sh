@@ -27,8 +27,12 @@ cargo build --workspace --all-targets
 step "guest images (debian-rt kernel + initramfs with static fio)"
 cargo run -q -p guest-tests -- images build debian-rt
 step "tests"
-# VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi).
-VB_BOOT_TESTS=1 cargo test --workspace
+# VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi);
+# VB_SLURM_TESTS=1 (root only) starts a single-node Slurm cluster (ci/slurm-cluster.sh) and runs
+# a 2-kernel x 2-repeat smoke matrix through `run --executor slurm` and locally.
+slurm=0
+[ "$(id -u)" = 0 ] && slurm=1
+VB_BOOT_TESTS=1 VB_SLURM_TESTS=$slurm cargo test --workspace
 step "every committed experiment rebuilds to the same report.md"
 ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"

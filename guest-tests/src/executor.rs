@@ -11,9 +11,8 @@ use crate::results::{
     self, HostInfo, Launched, Provenance, RunInfo, RunResult, SweepPoint, Timings,
 };
 
-/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
-/// a failed run with what is known).
-pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
+/// What results.json says about the run `spec` describes (repeat `repeat` of the matrix).
+pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
     let sweep = spec.variant.as_deref().and_then(|v| {
         let value = spec.suite.variant(v)?.value?;
         Some(SweepPoint {
@@ -21,17 +20,23 @@ pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
             value,
         })
     });
-    let info = RunInfo {
+    RunInfo {
         suite: spec.suite.name.clone(),
         kernel: spec.kernel.variant.clone(),
-        repeat: rerun.repeat,
+        repeat,
         variant: spec.variant.clone(),
         sweep,
         run_dir: spec.run_dir.clone(),
         pair: spec.pair,
         primary_metric: spec.suite.spec.primary_metric.clone(),
         secondary_metric: spec.suite.spec.secondary_metric.clone(),
-    };
+    }
+}
+
+/// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
+/// a failed run with what is known).
+pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
+    let info = run_info(spec, rerun.repeat);
     let result = match launched(spec, info.clone()) {
         Ok(r) => r,
         Err(e) => {

@@ -12,9 +12,11 @@
 //!   loads matrices ([`results::load_runs`]).
 //! - [`compare`]: statistics only.
 //! - [`report`]: Markdown/HTML/SVG and the tables.
-//! - [`executor`] (one run), [`matrix`] (suites over kernels), [`cli`] (the commands).
+//! - [`executor`] (one run), [`matrix`] (suites over kernels), [`batch`] (a matrix as a Slurm
+//!   job array), [`cli`] (the commands).
 
 pub mod agent;
+pub mod batch;
 pub mod cli;
 pub mod compare;
 pub mod executor;

@@ -20,8 +20,11 @@ use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun::RerunInfo;
 use crate::launch::{host, RunSpec};
 use crate::metrics::registry;
-use crate::results::{load_runs, RunResult, RunStatus};
+use crate::results::{load_runs, RunResult};
 use crate::suite::{Bios, Suite};
+
+mod plan;
+pub use plan::{plan, Index, IndexEntry, Planned, SequentialRecord};
 
 /// Errors that stop the whole matrix (before or between runs).
 #[derive(Debug, thiserror::Error)]
@@ -94,112 +97,6 @@ pub struct SeqPlan {
     pub min_n: usize,
 }
 
-/// One planned run of the matrix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Planned {
-    pub index: usize,
-    pub kernel: String,
-    pub variant: Option<String>,
-    pub repeat: u32,
-    pub seed: u64,
-    pub dir: String,
-}
-
-fn dir_word(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Orders runs repeat-major, then variant, then kernel: A B A B ... within every sweep point.
-/// All kernels of one repeat share its seed, so pairs are comparable.
-pub fn plan(
-    kernels: &[String],
-    variants: &[Option<String>],
-    repeat: u32,
-    seed: u64,
-) -> Vec<Planned> {
-    let mut out = Vec::new();
-    for r in 0..repeat {
-        for v in variants {
-            for k in kernels {
-                let index = out.len();
-                let vpart = v
-                    .as_deref()
-                    .map(|v| format!("-{}", dir_word(v)))
-                    .unwrap_or_default();
-                out.push(Planned {
-                    index,
-                    kernel: k.clone(),
-                    variant: v.clone(),
-                    repeat: r,
-                    seed: seed + u64::from(r),
-                    dir: format!("{index:03}-{}{vpart}-r{r}", dir_word(k)),
-                });
-            }
-        }
-    }
-    out
-}
-
-/// One line of `index.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IndexEntry {
-    #[serde(flatten)]
-    pub planned: Planned,
-    #[serde(flatten)]
-    pub status: RunStatus,
-    pub boot_to_fio_ready_s: Option<f64>,
-    pub total_s: f64,
-    /// Boots it took (earlier ones kept as `<dir>.attempt<k>`).
-    pub attempts: u32,
-}
-
-/// `index.json` of a matrix directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Index {
-    pub suite: String,
-    pub kernels: Vec<String>,
-    pub repeat: u32,
-    pub accel: Accel,
-    pub runs: Vec<IndexEntry>,
-    #[serde(default)]
-    pub design: Design,
-    /// The sequential test's looks, when the matrix ran until decided.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sequential: Option<SequentialRecord>,
-}
-
-/// What the sequential test saw and decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SequentialRecord {
-    pub metric: String,
-    pub test: String,
-    pub plan: Sequential,
-    /// Repeats (boots per kernel) when it stopped.
-    pub boots_per_kernel: usize,
-}
-
-impl Index {
-    pub fn write(&self, dir: &Path) -> Result<(), MatrixError> {
-        let p = dir.join("index.json");
-        let text = serde_json::to_string_pretty(self).map_err(|e| MatrixError::Io {
-            path: p.clone(),
-            msg: e.to_string(),
-        })?;
-        std::fs::write(&p, text + "\n").map_err(|e| MatrixError::Io {
-            path: p,
-            msg: e.to_string(),
-        })
-    }
-}
-
 /// Builds or finds every kernel first: an unknown name fails before anything is created.
 pub fn ensure_kernels(
     names: &[String],
@@ -248,7 +145,7 @@ fn with_extra_args(args: &mut Vec<String>, extra: &[String]) {
 }
 
 /// A one-line account of a finished run, for logs (stdout not a terminal).
-fn run_line(i: usize, n: usize, p: &Planned, rec: &RunResult, primary: Option<&str>) -> String {
+pub fn run_line(i: usize, n: usize, p: &Planned, rec: &RunResult, primary: Option<&str>) -> String {
     let state = if rec.status.is_ok() { "ok" } else { "FAILED" };
     let wall = rec.timings.total_wall_s.unwrap_or(0.0);
     let m = primary
@@ -292,16 +189,112 @@ fn primary_p(cfg: &MatrixConfig, metric: &str) -> (Option<f64>, usize, String) {
     }
 }
 
-/// Runs the whole matrix; returns the index (also written to `out/index.json`).
-pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
+/// What every run of a matrix shares, prepared once before the first boot (or, for a batch
+/// executor, before submission): the kernels built, the accelerator resolved, the suite with
+/// the extra backend arguments applied.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub kernels: Vec<KernelImage>,
+    pub accel: Accel,
+    pub suite: Suite,
+}
+
+/// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
+pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let kernels = ensure_kernels(&cfg.kernels, &cfg.images)?;
     let accel = resolve_accel(cfg.accel, &cfg.qemu_bin, &kernels[0])?;
-    std::fs::create_dir_all(&cfg.out).map_err(|e| MatrixError::Io {
-        path: cfg.out.clone(),
-        msg: e.to_string(),
-    })?;
-    let planned = plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
-    let mut index = Index {
+    let mut suite = cfg.suite.clone();
+    with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
+    Ok(Prepared {
+        kernels,
+        accel,
+        suite,
+    })
+}
+
+/// The run spec of one planned run: the same for every executor.
+pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunSpec, MatrixError> {
+    let kernel = prep
+        .kernels
+        .iter()
+        .zip(&cfg.kernels)
+        .find(|(_, n)| **n == p.kernel)
+        .map(|(k, _)| k.clone())
+        .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
+    Ok(RunSpec {
+        run_id: format!("{}-{}", cfg.suite.name, p.dir),
+        run_dir: cfg.out.join(&p.dir),
+        kernel,
+        suite: prep.suite.clone(),
+        variant: p.variant.clone(),
+        seed: p.seed,
+        accel: prep.accel,
+        bios: cfg.bios,
+        timeout: cfg.timeout,
+        backend_bin: cfg.backend_bin.clone(),
+        qemu_bin: cfg.qemu_bin.clone(),
+        pair: (cfg.design == Design::Paired).then_some(p.repeat),
+        pin_vcpus: cfg.pin_vcpus,
+    })
+}
+
+/// The runs that boot together: one run each (interleaved), or the kernels of one repeat and
+/// variant (paired).
+pub fn groups(design: Design, planned: &[Planned]) -> Vec<Vec<Planned>> {
+    let mut groups: Vec<Vec<Planned>> = Vec::new();
+    for p in planned {
+        match groups.last_mut() {
+            Some(g)
+                if design == Design::Paired
+                    && g[0].repeat == p.repeat
+                    && g[0].variant == p.variant =>
+            {
+                g.push(p.clone())
+            }
+            _ => groups.push(vec![p.clone()]),
+        }
+    }
+    groups
+}
+
+/// Boots one group (its runs at the same time when there are several).
+pub fn run_group(
+    specs: &[RunSpec],
+    reruns: Vec<RerunInfo>,
+    retries: u32,
+) -> Result<Vec<(RunResult, u32)>, MatrixError> {
+    if let ([spec], [ri]) = (specs, reruns.as_slice()) {
+        return Ok(vec![execute_retrying(spec, ri.clone(), retries)]);
+    }
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = specs
+            .iter()
+            .zip(reruns)
+            .map(|(spec, ri)| sc.spawn(move || execute_retrying(spec, ri, retries)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| MatrixError::Input("a run's thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+}
+
+/// The `index.json` line of a finished run.
+pub fn index_entry(p: &Planned, rec: &RunResult, attempts: u32) -> IndexEntry {
+    IndexEntry {
+        planned: p.clone(),
+        status: rec.status.clone(),
+        boot_to_fio_ready_s: rec.metric(registry::HARNESS_BOOT_TO_FIO_READY_S),
+        total_s: rec.timings.total_wall_s.unwrap_or(0.0),
+        attempts,
+    }
+}
+
+/// The index of a matrix before its first run.
+pub fn new_index(cfg: &MatrixConfig, accel: Accel) -> Index {
+    Index {
         suite: cfg.suite.name.clone(),
         kernels: cfg.kernels.clone(),
         repeat: cfg.repeat,
@@ -309,7 +302,18 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         runs: vec![],
         design: cfg.design,
         sequential: None,
-    };
+    }
+}
+
+/// Runs the whole matrix; returns the index (also written to `out/index.json`).
+pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
+    let prep = prepare(cfg)?;
+    std::fs::create_dir_all(&cfg.out).map_err(|e| MatrixError::Io {
+        path: cfg.out.clone(),
+        msg: e.to_string(),
+    })?;
+    let planned = plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
+    let mut index = new_index(cfg, prep.accel);
     index.write(&cfg.out)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let bar = if cfg.progress && tty {
@@ -331,9 +335,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             println!("{line}")
         }
     };
-    let mut suite = cfg.suite.clone();
-    with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
-    let primary = suite.spec.primary_metric.clone();
+    let primary = prep.suite.spec.primary_metric.clone();
     let mut seq = match (&cfg.until_decided, &primary) {
         (Some(sp), Some(m)) => Some((
             Sequential::new(sp.alpha, sp.min_n, cfg.repeat as usize),
@@ -341,73 +343,16 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         )),
         _ => None,
     };
-    let spec_of = |p: &Planned| -> Result<RunSpec, MatrixError> {
-        let kernel = kernels
-            .iter()
-            .zip(&cfg.kernels)
-            .find(|(_, n)| **n == p.kernel)
-            .map(|(k, _)| k.clone())
-            .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
-        Ok(RunSpec {
-            run_id: format!("{}-{}", cfg.suite.name, p.dir),
-            run_dir: cfg.out.join(&p.dir),
-            kernel,
-            suite: suite.clone(),
-            variant: p.variant.clone(),
-            seed: p.seed,
-            accel,
-            bios: cfg.bios,
-            timeout: cfg.timeout,
-            backend_bin: cfg.backend_bin.clone(),
-            qemu_bin: cfg.qemu_bin.clone(),
-            pair: (cfg.design == Design::Paired).then_some(p.repeat),
-            pin_vcpus: cfg.pin_vcpus,
-        })
-    };
-    // One group = the runs of one repeat (and variant): run together in the paired design.
-    let mut groups: Vec<Vec<&Planned>> = Vec::new();
-    for p in &planned {
-        match groups.last_mut() {
-            Some(g)
-                if cfg.design == Design::Paired
-                    && g[0].repeat == p.repeat
-                    && g[0].variant == p.variant =>
-            {
-                g.push(p)
-            }
-            _ => groups.push(vec![p]),
-        }
-    }
     let mut failed = 0;
     let mut done = 0;
-    for g in groups {
+    for g in groups(cfg.design, &planned) {
         bar.set_message(format!("{} (failed so far: {failed})", g[0].dir));
-        let specs: Vec<RunSpec> = g.iter().map(|p| spec_of(p)).collect::<Result<_, _>>()?;
-        let recs: Vec<(RunResult, u32)> = if specs.len() == 1 {
-            vec![execute_retrying(
-                &specs[0],
-                rerun_info(cfg, g[0]),
-                cfg.retries,
-            )]
-        } else {
-            std::thread::scope(|sc| {
-                let hs: Vec<_> = specs
-                    .iter()
-                    .zip(&g)
-                    .map(|(spec, p)| {
-                        let ri = rerun_info(cfg, p);
-                        let _ = p;
-                        sc.spawn(move || execute_retrying(spec, ri, cfg.retries))
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join()
-                            .map_err(|_| MatrixError::Input("a run's thread panicked".into()))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })?
-        };
+        let specs: Vec<RunSpec> = g
+            .iter()
+            .map(|p| run_spec(cfg, &prep, p))
+            .collect::<Result<_, _>>()?;
+        let reruns = g.iter().map(|p| rerun_info(cfg, p)).collect();
+        let recs = run_group(&specs, reruns, cfg.retries)?;
         for (p, (rec, attempts)) in g.iter().zip(recs) {
             if !rec.status.is_ok() {
                 failed += 1;
@@ -417,13 +362,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
                 say(run_line(done, planned.len(), p, &rec, primary.as_deref()));
             }
             done += 1;
-            index.runs.push(IndexEntry {
-                planned: (*p).clone(),
-                status: rec.status.clone(),
-                boot_to_fio_ready_s: rec.metric(registry::HARNESS_BOOT_TO_FIO_READY_S),
-                total_s: rec.timings.total_wall_s.unwrap_or(0.0),
-                attempts,
-            });
+            index.runs.push(index_entry(p, &rec, attempts));
             bar.inc(1);
         }
         // A look after every complete round of all kernels.
@@ -458,7 +397,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
     Ok(index)
 }
 
-fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
+/// The `rerun.json` of a planned run.
+pub fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
     RerunInfo {
         kernel: p.kernel.clone(),
         suite: cfg.suite.name.clone(),
@@ -535,30 +475,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plan_interleaves_kernels_within_each_repeat() {
-        let k = vec!["a".to_string(), "b+x".to_string()];
-        let p = plan(&k, &[None], 3, 10);
-        let order: Vec<&str> = p.iter().map(|x| x.kernel.as_str()).collect();
-        assert_eq!(order, ["a", "b+x", "a", "b+x", "a", "b+x"]);
-        assert_eq!(p[2].seed, 11);
-        assert_eq!(p[3].seed, 11);
-        assert_eq!(p[5].dir, "005-b+x-r2");
-        let dirs: std::collections::BTreeSet<_> = p.iter().map(|x| &x.dir).collect();
-        assert_eq!(dirs.len(), p.len());
-    }
-
-    #[test]
-    fn plan_covers_every_variant_for_every_kernel() {
-        let k = vec!["a".to_string(), "b".to_string()];
-        let v = vec![Some("l0".to_string()), Some("l20".to_string())];
-        let p = plan(&k, &v, 2, 0);
-        assert_eq!(p.len(), 8);
-        assert_eq!(p[1].dir, "001-b-l0-r0");
-        assert_eq!(p[2].variant.as_deref(), Some("l20"));
-        assert_eq!(p[2].kernel, "a");
-    }
-
-    #[test]
     fn extra_backend_args_replace_the_suites_own() {
         let mut a: Vec<String> = ["--null", "1G", "--threads", "2", "--seed", "1"]
             .map(String::from)
@@ -568,32 +484,5 @@ mod tests {
         let mut b = vec!["--null".to_string(), "1G".to_string()];
         with_extra_args(&mut b, &["--threads".to_string(), "4".to_string()]);
         assert_eq!(b, ["--null", "1G", "--threads", "4"]);
-    }
-
-    #[test]
-    fn index_round_trips() {
-        let d = tempfile::tempdir().unwrap();
-        let idx = Index {
-            suite: "s".into(),
-            kernels: vec!["a".into()],
-            repeat: 1,
-            accel: Accel::Tcg,
-            runs: vec![IndexEntry {
-                planned: plan(&["a".into()], &[None], 1, 0).remove(0),
-                status: RunStatus::Failed {
-                    reason: "timeout after 1 s".into(),
-                },
-                boot_to_fio_ready_s: None,
-                total_s: 1.5,
-                attempts: 1,
-            }],
-            design: Design::Paired,
-            sequential: None,
-        };
-        idx.write(d.path()).unwrap();
-        let back: Index =
-            serde_json::from_str(&std::fs::read_to_string(d.path().join("index.json")).unwrap())
-                .unwrap();
-        assert_eq!(back, idx);
     }
 }

@@ -20,7 +20,7 @@ pub use launched::Launched;
 pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
     git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
-    KernelProvenance, Provenance, QemuProvenance,
+    KernelProvenance, Provenance, QemuProvenance, SchedulerInfo,
 };
 pub use verdict::{expectations, judge, kv};
 

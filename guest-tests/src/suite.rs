@@ -211,8 +211,9 @@ fn default_timeout() -> u64 {
     180
 }
 
-/// A loaded, validated suite with the contents of its fio job files.
-#[derive(Debug, Clone, PartialEq)]
+/// A loaded, validated suite with the contents of its fio job files (serialised whole into a
+/// batch executor's task file, so a node runs exactly what was planned).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Suite {
     pub name: String,
     pub dir: PathBuf,

@@ -489,6 +489,7 @@ const GUEST_TESTS_LAYERS: &[&[&str]] = &[
     &["report"],
     &["executor"],
     &["matrix"],
+    &["batch"],
     &["cli"],
 ];
 

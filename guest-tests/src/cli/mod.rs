@@ -1,13 +1,14 @@
 //! The `guest-tests` commands: argument types, their validation, and one function per command.
 //! `main.rs` only sets up logging, parses and calls [`dispatch`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::batch;
 use crate::images::{self, ImageOptions};
-use crate::matrix::{self, MatrixConfig, MatrixError};
+use crate::matrix::{self, Index, MatrixConfig, MatrixError};
 use crate::results::load_runs;
 use crate::suite::{self, Suite};
 
@@ -63,6 +64,12 @@ pub enum Cmd {
     Images(images::cli::ImagesArgs),
     /// List the suites.
     Suites,
+    /// Wait for a matrix submitted with `run --executor slurm --detach`, then write its
+    /// index.json and report as `run` does.
+    Collect { dir: PathBuf },
+    /// (Internal) run array task TASK of the matrix in DIR: what a Slurm node executes.
+    #[command(hide = true)]
+    RunOne { dir: PathBuf, task: usize },
 }
 
 fn split_kernels(k: Option<&str>) -> Vec<String> {
@@ -138,18 +145,45 @@ fn compare_cmd(
     ExitCode::SUCCESS
 }
 
-/// After a matrix: the report and the comparison table (when anything succeeded).
-fn report_after_run(cfg: &MatrixConfig) {
+/// After a matrix: the report and the comparison table (when anything succeeded), a summary
+/// line; exit code 1 when a run failed.
+fn after_run(out: &Path, idx: &Index) -> ExitCode {
     let opts = report::ReportOptions {
-        kernels: cfg.kernels.clone(),
+        kernels: idx.kernels.clone(),
         ..Default::default()
     };
-    match report::build_with(&cfg.out, &opts) {
+    match report::build_with(out, &opts) {
         Ok(f) => println!("report: {}", f.markdown.display()),
         Err(e) => eprintln!("guest-tests: no report: {e}"),
     }
-    if let Ok(t) = report::headline_table(&cfg.out, &cfg.kernels) {
+    if let Ok(t) = report::headline_table(out, &idx.kernels) {
         print!("{t}");
+    }
+    let failed = idx.runs.iter().filter(|r| !r.status.is_ok()).count();
+    println!(
+        "{}: {} runs, {failed} failed (index: {})",
+        out.display(),
+        idx.runs.len(),
+        out.join("index.json").display()
+    );
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn slurm_run(cfg: &MatrixConfig, o: &batch::SlurmOptions) -> ExitCode {
+    match batch::submit(cfg, o, &mut |l| println!("{l}")) {
+        Ok(batch::Outcome::Detached(_)) => {
+            println!(
+                "detached; wait and collect with: guest-tests collect {}",
+                cfg.out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(batch::Outcome::Finished(idx)) => after_run(&cfg.out, &idx),
+        Err(e) => fail(&e, e.exit_code()),
     }
 }
 
@@ -173,6 +207,10 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.cmd {
         Cmd::Run(a) => {
             let dry_run = a.dry_run;
+            let slurm = match run::slurm_options(&a) {
+                Ok(s) => s,
+                Err(e) => return fail(e, 2),
+            };
             let cfg = match MatrixConfig::try_from(*a) {
                 Ok(c) => c,
                 Err(e) => return fail(e, 2),
@@ -187,27 +225,41 @@ pub fn dispatch(cli: Cli) -> ExitCode {
                         p.seed
                     );
                 }
+                if let Some(o) = &slurm {
+                    println!("{}", batch::dry_run_argv(&cfg, o).join(" "));
+                }
                 return ExitCode::SUCCESS;
             }
-            match matrix::run(&cfg) {
-                Ok(idx) => {
-                    report_after_run(&cfg);
-                    let failed = idx.runs.iter().filter(|r| !r.status.is_ok()).count();
-                    println!(
-                        "{}: {} runs, {failed} failed (index: {})",
-                        cfg.out.display(),
-                        idx.runs.len(),
-                        cfg.out.join("index.json").display()
-                    );
-                    if failed > 0 {
-                        ExitCode::from(1)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Err(e) => matrix_err(e),
+            match &slurm {
+                Some(o) => slurm_run(&cfg, o),
+                None => match matrix::run(&cfg) {
+                    Ok(idx) => after_run(&cfg.out, &idx),
+                    Err(e) => matrix_err(e),
+                },
             }
         }
+        Cmd::Collect { dir } => {
+            if !batch::TaskFile::path(&dir).is_file() {
+                return fail(
+                    format!(
+                        "{}: no {} (not a matrix submitted with --executor slurm)",
+                        dir.display(),
+                        batch::TaskFile::path(Path::new("")).display()
+                    ),
+                    2,
+                );
+            }
+            match batch::collect(&dir, std::time::Duration::from_secs(3), &mut |l| {
+                println!("{l}")
+            }) {
+                Ok(idx) => after_run(&dir, &idx),
+                Err(e) => fail(&e, e.exit_code()),
+            }
+        }
+        Cmd::RunOne { dir, task } => match batch::run_one(&dir, task) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e, e.exit_code()),
+        },
         Cmd::Rerun { results, out } => {
             let base = results
                 .parent()
@@ -372,6 +424,34 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_secs(30));
         assert_eq!(c.accel, AccelChoice::Auto);
         assert!(!out.exists());
+    }
+
+    #[test]
+    fn executor_flags_are_checked_before_anything_runs() {
+        for (extra, needle) in [
+            (
+                vec!["--partition", "p"],
+                "--partition goes with --executor slurm",
+            ),
+            (vec!["--detach"], "--detach goes with --executor slurm"),
+            (vec!["--executor", "pbs"], "known: local, slurm"),
+            (
+                vec!["--executor", "slurm", "--until-decided"],
+                "not supported with --executor slurm",
+            ),
+            (
+                vec!["--executor", "slurm", "--slurm-args", "--chdir=/x"],
+                "--chdir is set by the executor",
+            ),
+        ] {
+            let e = run::slurm_options(&args(&extra)).unwrap_err();
+            assert!(e.contains(needle), "{extra:?}: {e}");
+        }
+        assert_eq!(run::slurm_options(&args(&[])).unwrap(), None);
+        let o = run::slurm_options(&args(&["--executor", "slurm", "--detach"]))
+            .unwrap()
+            .unwrap();
+        assert!(o.detach && o.exclusive && o.partition.is_none());
     }
 
     #[test]

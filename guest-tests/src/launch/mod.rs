@@ -51,8 +51,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
     }
 }
 
-/// Everything one run needs.
-#[derive(Debug, Clone)]
+/// Everything one run needs (serialisable: a batch executor hands it to a node as planned).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunSpec {
     pub run_id: String,
     /// Created by [`run`]; must not exist yet.

@@ -116,6 +116,7 @@ fn provenance(spec: &RunSpec, raw: &RawRun, host: HostInfo, started_at: String) 
         seeds: [("run".to_string(), spec.seed)].into_iter().collect(),
         started_at,
         guest_tests_version: env!("CARGO_PKG_VERSION").into(),
+        scheduler: None,
     }
 }
 

@@ -24,6 +24,28 @@ pub struct Provenance {
     /// RFC 3339 UTC, e.g. `2026-11-30T00:25:06Z`.
     pub started_at: String,
     pub guest_tests_version: String,
+    /// The batch scheduler that placed the run (None: the local executor).
+    pub scheduler: Option<SchedulerInfo>,
+}
+
+/// Where a batch scheduler ran a run, and what else it ran there.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulerInfo {
+    /// `slurm`.
+    pub name: String,
+    /// The array job and this run's task in it.
+    pub job_id: String,
+    pub array_task_id: Option<u32>,
+    pub partition: String,
+    /// The node (Slurm's name for it; `host.hostname` is the machine's own).
+    pub node: String,
+    /// CPUs the scheduler gave the task on that node.
+    pub cpus_on_node: Option<u32>,
+    /// Whether the task had the node to itself (`--exclusive`).
+    pub exclusive: bool,
+    /// Other jobs the scheduler ran on the node when the task started (`id user name`).
+    pub other_jobs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,6 +88,8 @@ pub struct HostInfo {
     pub loadavg_after: Option<[f64; 3]>,
     /// Host `uname -r`.
     pub kernel: String,
+    /// The host's name (`/proc/sys/kernel/hostname`): which node of a cluster ran the run.
+    pub hostname: String,
 }
 
 impl HostInfo {
@@ -85,6 +109,9 @@ impl HostInfo {
             loadavg_before: loadavg(),
             loadavg_after: None,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
         }
@@ -209,6 +236,7 @@ mod tests {
         let h = HostInfo::probe();
         assert!(h.cores >= 1);
         assert!(!h.kernel.is_empty());
+        assert!(!h.hostname.is_empty());
         assert!(h.loadavg_before.is_some());
     }
 }
