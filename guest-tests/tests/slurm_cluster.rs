@@ -44,6 +44,11 @@ struct Cluster {
 
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
+        // Daemons left by an earlier, aborted run of this test are stopped first.
+        let _ = Command::new(repo().join("ci/slurm-cluster.sh"))
+            .args(["stop", dir.to_str().unwrap()])
+            .stderr(Stdio::null())
+            .status();
         let _ = std::fs::remove_dir_all(dir);
         let out = Command::new(repo().join("ci/slurm-cluster.sh"))
             .args(["start", dir.to_str().unwrap()])
