@@ -6,6 +6,9 @@ pub const SENSE_SIZE_OFFSET: usize = 20;
 pub const CDB_SIZE_OFFSET: usize = 24;
 /// Length of the structure.
 pub const CONFIG_LEN: usize = 36;
+/// Largest CDB and sense sizes the driver may configure.
+pub const MAX_CDB_SIZE: u32 = 255;
+pub const MAX_SENSE_SIZE: u32 = 255;
 
 /// Values of the configuration space.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,9 @@ use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
 use virtio_bindings::virtio_scsi::*;
 
-use super::config_space::{ScsiConfigSpace, CDB_SIZE_OFFSET, SENSE_SIZE_OFFSET};
+use super::config_space::{
+    ScsiConfigSpace, CDB_SIZE_OFFSET, MAX_CDB_SIZE, MAX_SENSE_SIZE, SENSE_SIZE_OFFSET,
+};
 use super::emulation::{Topology, MAX_TRANSFER_BYTES};
 use super::virtio::{CmdContext, ScsiKind};
 use super::{control, virtio};
@@ -31,9 +33,6 @@ pub const EXTRA_VRINGS: usize = FIRST_REQUEST_QUEUE;
 const SIZE_MAX: u32 = 1 << 20;
 /// `struct virtio_scsi_event`.
 pub const EVENT_INFO_SIZE: u32 = 16;
-/// Largest CDB and sense sizes the driver may configure.
-pub const MAX_CDB_SIZE: u32 = 255;
-pub const MAX_SENSE_SIZE: u32 = 255;
 
 /// Settings of the personality.
 #[derive(Debug, Clone)]

@@ -13,8 +13,8 @@
 
 use virtio_bindings::virtio_scsi::*;
 
+use super::config_space::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
 use super::emulation::{cdb, SenseData, Topology};
-use super::personality::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
 use crate::device::{guest_bufs, Chain, ChainLimits, Outcome, RequestKind};
 
 /// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
