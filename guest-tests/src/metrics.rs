@@ -15,6 +15,7 @@ pub mod pattern;
 pub mod registry;
 mod stacks;
 mod step;
+mod storm;
 mod text;
 
 pub use fio::{parse_fio, FioDirection, FioSummary};
@@ -27,6 +28,7 @@ pub use locks::{
 pub use order::{median_sorted, quantile_sorted};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
 pub use step::{GuestInfo, StepResult};
+pub use storm::{parse_storm, Storm};
 pub use text::{
     parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,
     GuestStatus, Rescan, ScanTimes, StepRecord, Verify,

@@ -282,7 +282,10 @@ impl Suite {
         validate(&spec).map_err(bad)?;
         let mut fio_files: Vec<(String, Vec<u8>)> = Vec::new();
         for step in &spec.steps {
-            if let Some(file) = step.strip_prefix("fio:") {
+            if let Some(file) = step
+                .strip_prefix("fio:")
+                .or_else(|| step.strip_prefix("storm:"))
+            {
                 if fio_files.iter().any(|(f, _)| f == file) {
                     continue;
                 }
@@ -418,7 +421,7 @@ fn validate_step(step: &str) -> Result<(), String> {
     let (kind, arg) = step.split_once(':').unwrap_or((step, ""));
     let ok = match kind {
         "verify" => arg.is_empty(),
-        "fio" => safe_word(arg, "-_.") && !arg.starts_with('.'),
+        "fio" | "storm" => safe_word(arg, "-_.") && !arg.starts_with('.'),
         "rescan" => arg.parse::<u32>().is_ok_and(|n| (1..=1000).contains(&n)),
         "sleep" => arg.parse::<u32>().is_ok_and(|n| n <= 3600),
         _ => false,
@@ -427,7 +430,7 @@ fn validate_step(step: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "bad step {step:?} (known: verify, fio:<file>, rescan:<1..1000>, sleep:<secs>)"
+            "bad step {step:?} (known: verify, fio:<file>, storm:<file>, rescan:<1..1000>, sleep:<secs>)"
         ))
     }
 }
@@ -471,6 +474,7 @@ mod tests {
             ("num_queues = 0", "num_queues"),
             ("timeout_secs = 0", "timeout"),
             ("steps = [\"fio:../etc/passwd\"]", "bad step"),
+            ("steps = [\"storm:../etc/passwd\"]", "bad step"),
             ("steps = [\"rescan:0\"]", "bad step"),
             ("steps = [\"dance\"]", "bad step"),
             ("steps = []", "no steps"),
@@ -533,6 +537,14 @@ mod tests {
         let s = spec("steps = [\"fio:nope.fio\"]").unwrap();
         let e = Suite::from_spec("x", d.path(), s).unwrap_err();
         assert!(e.to_string().contains("nope.fio"), "{e}");
+        // A storm step's fio file is packed like a fio step's.
+        let s = spec("steps = [\"storm:storm.fio\"]").unwrap();
+        let e = Suite::from_spec("x", d.path(), s).unwrap_err();
+        assert!(e.to_string().contains("storm.fio"), "{e}");
+        std::fs::write(d.path().join("storm.fio"), "[x]\n").unwrap();
+        let s = spec("steps = [\"storm:storm.fio\"]").unwrap();
+        let suite = Suite::from_spec("x", d.path(), s).unwrap();
+        assert_eq!(suite.fio_files[0].0, "storm.fio");
     }
 
     #[test]

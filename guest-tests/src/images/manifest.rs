@@ -364,6 +364,8 @@ modules = ["virtio_blk"]
             "rt",
             "rt+seed000",
             "rt+seed000-paired",
+            "rt+seed000-v7",
+            "rt+nobarrier",
             "rt+seed003",
         ] {
             m.variant(name).unwrap();

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FioSummary, InterruptCounts, IrqSwitches, LockFigures, LockSites, Rescan, ScanTimes, Verify,
+    FioSummary, InterruptCounts, IrqSwitches, LockFigures, LockSites, Rescan, ScanTimes, Storm,
+    Verify,
 };
 use crate::launch::cpu::CpuWindow;
 
@@ -30,6 +31,8 @@ pub struct StepResult {
     pub locks: Option<LockFigures>,
     /// What the host gave the guest between the step's begin and end marks.
     pub host_cpu: Option<CpuWindow>,
+    /// What a quiesce storm step did (`storm.<step>`).
+    pub storm: Option<Storm>,
 }
 
 /// What the guest reported about itself and its disk.

@@ -144,6 +144,24 @@ impl Builder {
                 self.warnings.push(format!("{name}: {e}"));
             }
             self.step(label).funcs = Some(v);
+        } else if let Some(label) = name
+            .strip_prefix("storm.")
+            .and_then(|n| n.strip_suffix(".stuck"))
+        {
+            // The evidence of a stuck I/O: kept verbatim in artifacts/, pointed at here.
+            let first = text.lines().next().unwrap_or("").chars().take(200);
+            self.warnings.push(format!(
+                "{name}: stuck I/O, blk-mq debugfs dump kept ({})",
+                first.collect::<String>()
+            ));
+            self.step(label);
+        } else if let Some(label) = name.strip_prefix("storm.") {
+            let v = parse!(metrics::parse_storm(&text));
+            if v.stuck {
+                self.warnings
+                    .push(format!("{name}: an I/O missed the storm's deadline"));
+            }
+            self.step(label).storm = Some(v);
         } else if let Some(i) = name.strip_prefix("rescan.") {
             let Ok(i) = i.parse::<u64>() else {
                 return self.issue(name, "rescan index is not a number");

@@ -358,3 +358,50 @@ fn load_runs_sorts_chronologically_dedups_and_picks_the_first_ok_kernel_as_basel
     assert_eq!(l.kernels(&[]), ["early", "late"]);
     assert_eq!(l.kernels(&["late".into()]), ["late"]);
 }
+
+#[test]
+fn storm_artefacts_give_the_storm_metrics_and_a_stuck_io_is_a_warning() {
+    let storm = b"path=nr_requests values=64,128 deadline_s=10\ncycles=12000 errors=0\n\
+secs=60.00 ios=30000\njobs=8 max_stall_s=1 kernel_warnings=0\nstuck=0 stuck_jobs=\n";
+    let mut s = frame("storm.1-quiesce-storm.fio", storm);
+    s.extend(frame("steps", b"step=1-quiesce-storm.fio rc=0 secs=61.0\n"));
+    s.extend(frame("status", b"ok"));
+    let r = build(&s);
+    assert!(r.parse_errors.is_empty(), "{:?}", r.parse_errors);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let m = |k: &str| r.metric(k).unwrap_or_else(|| panic!("no metric {k}"));
+    assert_eq!(m("quiesce-storm.storm_cycles"), 12000.0);
+    assert_eq!(m("quiesce-storm.storm_cycles_per_s"), 200.0);
+    assert_eq!(m("quiesce-storm.storm_ios"), 30000.0);
+    assert_eq!(m("quiesce-storm.storm_stuck"), 0.0);
+    assert_eq!(m("quiesce-storm.storm_max_stall_s"), 1.0);
+
+    let stuck =
+        String::from_utf8_lossy(storm).replace("stuck=0 stuck_jobs=", "stuck=1 stuck_jobs=91");
+    let mut s = frame("storm.1-quiesce-storm.fio", stuck.as_bytes());
+    s.extend(frame(
+        "storm.1-quiesce-storm.fio.stuck",
+        b"inflight=1 0 stat=...\n== hctx3/dispatch\nffff {.op=READ}\n",
+    ));
+    s.extend(frame(
+        "status",
+        b"fail storm 1-quiesce-storm.fio: I/O of fio job(s) 91 not completed within 10 s",
+    ));
+    let r = build(&s);
+    assert!(r.parse_errors.is_empty(), "{:?}", r.parse_errors);
+    assert!(
+        matches!(r.status, RunStatus::Failed { .. }),
+        "{:?}",
+        r.status
+    );
+    assert_eq!(r.metric("quiesce-storm.storm_stuck"), Some(1.0));
+    assert!(
+        r.warnings.iter().any(|w| w.contains("debugfs dump kept")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("missed the storm's deadline")));
+}

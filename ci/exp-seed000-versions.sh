@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The seed-000 versions experiment (docs/results/seed000-versions/): the fix as upstream evolved
+# it, rt+seed000 (v2, smp_mb() only), rt+seed000-paired (v2 + the unquiesce-side barrier) and
+# rt+seed000-v7 (atomic quiesce_depth, paired full barriers), against rt:
+#   lockwait: the primary lock metric (seed000-lockwait), one interleaved matrix, REPEAT boots
+#             per kernel, then `compare --verdict` of each fix against rt;
+#   storm:    the quiesce-storm suite on the same kernels plus the TEST-ONLY negative control
+#             rt+nobarrier (queue_lock re-check removed, no barrier), STORM_REPEAT boots each.
+# The CPU lock (/tmp/vb-cpu.lock) is taken per matrix. Prints one line per run and the comparisons.
+#
+# Environment: OUT (default results/seed000-versions-<UTC time>), REPEAT (8), STORM_REPEAT (6),
+# PARTS (lockwait storm). Needs the kernels below (built on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-results/seed000-versions-$(date -u +%Y%m%dT%H%M%SZ)}
+REPEAT=${REPEAT:-8}
+STORM_REPEAT=${STORM_REPEAT:-6}
+PARTS=${PARTS:-lockwait storm}
+FIXES="rt+seed000 rt+seed000-paired rt+seed000-v7"
+LOCK=/tmp/vb-cpu.lock
+GT=target/release/guest-tests
+[ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
+flock "$LOCK" "$GT" images build rt $FIXES rt+nobarrier >/dev/null
+
+stamp() { echo "== $1 ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
+
+for p in $PARTS; do
+    case "$p" in
+        lockwait)
+            stamp lockwait
+            flock "$LOCK" "$GT" run --suite seed000-lockwait --design interleaved \
+                --kernels "rt,${FIXES// /,}" --repeat "$REPEAT" --out "$OUT/lockwait"
+            for k in $FIXES; do
+                echo "-- rt vs $k"
+                "$GT" compare "$OUT/lockwait" --kernels "rt,$k" --verdict
+            done
+            ;;
+        storm)
+            stamp storm
+            flock "$LOCK" "$GT" run --suite quiesce-storm --design interleaved \
+                --kernels "rt,${FIXES// /,},rt+nobarrier" --repeat "$STORM_REPEAT" \
+                --out "$OUT/storm" || true
+            "$GT" compare "$OUT/storm"
+            ;;
+        *) echo "exp-seed000-versions: unknown part '$p'" >&2; exit 2 ;;
+    esac
+done
+stamp done
+echo "matrices under $OUT"
