@@ -81,6 +81,9 @@ fn headline_metrics_are_the_ones_the_report_always_plotted() {
         "lockwait_ms_per_kio",
         "dblocked_peak",
         "qlock_blocked_peak",
+        // Added with the quiesce storm (storm.<step>).
+        "storm_cycles",
+        "storm_stuck",
     ];
     let old = |m: &str| {
         OLD_SUFFIXES
