@@ -151,7 +151,7 @@ pub struct SuiteSpec {
     pub device: Device,
     pub backend: BackendKind,
     /// Passed verbatim to the backend after `--socket-path`, `--device`, `--stats-file`;
-    /// `{seed}` is replaced by the run's seed.
+    /// `{seed}` is replaced by the run's seed, `{run_dir}` by the run directory.
     #[serde(default)]
     pub backend_args: Vec<String>,
     #[serde(default = "eight")]
@@ -193,6 +193,20 @@ pub struct SuiteSpec {
     pub sweep_param: Option<String>,
     #[serde(default)]
     pub variants: Vec<Variant>,
+    /// Kill and restart the backend while the guest runs.
+    pub restarts: Option<RestartSettings>,
+}
+
+/// `[restarts]`: the external backend is SIGKILLed `kills` times while the guest runs and
+/// started again on the same socket each time; QEMU's chardev gets `reconnect=1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSettings {
+    pub kills: u32,
+    /// Seconds from the first step's begin mark to the first kill.
+    pub first_after_s: f64,
+    /// Seconds from one restart to the next kill.
+    pub every_s: f64,
 }
 
 fn default_size_mib() -> u64 {
@@ -353,6 +367,22 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     {
         return Err("step 'verify' needs data kept: set [builtin] storage = \"file\"".into());
     }
+    if let Some(r) = &s.restarts {
+        if s.backend == BackendKind::QemuBuiltin {
+            return Err("[restarts] needs an external backend".into());
+        }
+        let secs = |x: f64| x.is_finite() && (0.0..=3600.0).contains(&x);
+        if !(1..=100).contains(&r.kills)
+            || !secs(r.first_after_s)
+            || !secs(r.every_s)
+            || r.every_s <= 0.0
+        {
+            return Err(
+                "[restarts]: kills in 1..=100, first_after_s and every_s seconds (every_s > 0)"
+                    .into(),
+            );
+        }
+    }
     if s.steps.is_empty() {
         return Err("no steps".into());
     }
@@ -495,6 +525,9 @@ mod tests {
                 "sweep_param = \"x_us\"\n[[variants]]\nname = \"a\"\nvalue = 1.0\n[[variants]]\nname = \"b\"",
                 "go together",
             ),
+            ("[restarts]\nkills = 0\nfirst_after_s = 1.0\nevery_s = 1.0", "[restarts]"),
+            ("[restarts]\nkills = 2\nfirst_after_s = 1.0\nevery_s = 0.0", "[restarts]"),
+            ("[restarts]\nkills = 2\nfirst_after_s = -1.0\nevery_s = 1.0", "[restarts]"),
         ] {
             let s = spec(extra).unwrap();
             let e = validate(&s).unwrap_err();

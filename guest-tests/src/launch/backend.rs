@@ -24,8 +24,9 @@ pub fn default_vhost_blk() -> Option<PathBuf> {
     cand.is_file().then_some(cand)
 }
 
-fn subst(arg: &str, seed: u64) -> String {
+fn subst(arg: &str, seed: u64, run_dir: &Path) -> String {
     arg.replace("{seed}", &seed.to_string())
+        .replace("{run_dir}", &run_dir.display().to_string())
 }
 
 /// The backend's argv, or `None` for `qemu-builtin`.
@@ -42,7 +43,7 @@ pub fn argv(
         .backend_args
         .iter()
         .chain(variant.map(|v| v.backend_args.iter()).into_iter().flatten())
-        .map(|a| subst(a, seed));
+        .map(|a| subst(a, seed, run_dir));
     let sock = socket.display().to_string();
     let mut a: Vec<String> = match s.backend {
         BackendKind::QemuBuiltin => return Ok(None),

@@ -17,6 +17,7 @@ pub mod libvirt;
 pub mod process;
 pub mod qemu;
 pub mod rerun;
+pub mod restart;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -122,6 +123,8 @@ pub struct HostTimes {
     pub cpu_marks: Vec<CpuMark>,
     /// vCPU threads pinned (`RunSpec::pin_vcpus`); 0 when not asked or not done.
     pub vcpus_pinned: u32,
+    /// `[restarts]`: each backend instance before its kill, and the last one at the end.
+    pub backend_restarts: Vec<restart::RestartRecord>,
 }
 
 impl HostTimes {
@@ -340,7 +343,22 @@ fn run_with_socket(
             BACKEND_START_LIMIT,
         )?);
     }
-    let (status, timings, stream) = drive_qemu(spec, &qargv, backend_proc.as_mut(), watch)?;
+    let mut restarter = match (&suite.spec.restarts, &bargv) {
+        (Some(plan), Some(b)) => Some(restart::Restarter::new(
+            plan.clone(),
+            b.clone(),
+            socket,
+            dir,
+        )),
+        _ => None,
+    };
+    let (status, timings, stream) = drive_qemu(
+        spec,
+        &qargv,
+        backend_proc.as_mut(),
+        restarter.as_mut(),
+        watch,
+    )?;
     if let Some(mut b) = backend_proc {
         if let Some(st) = b.stop(Duration::from_secs(5)) {
             tracing::debug!(status = %st, "backend stopped");
@@ -367,6 +385,7 @@ fn drive_qemu(
     spec: &RunSpec,
     qargv: &[String],
     mut backend: Option<&mut Guarded>,
+    mut restarter: Option<&mut restart::Restarter>,
     watch: &mut dyn StreamWatch,
 ) -> Result<(HostVerdict, HostTimes, Vec<u8>), LaunchError> {
     let dir = &spec.run_dir;
@@ -436,6 +455,20 @@ fn drive_qemu(
         if status_seen.is_some_and(|t| t.elapsed() > Duration::from_secs(20)) {
             break HostVerdict::Ended;
         }
+        if let (Some(r), Some(b)) = (restarter.as_deref_mut(), backend.as_deref_mut()) {
+            let now = t0.elapsed().as_secs_f64();
+            let marks = |p: &str| {
+                timings
+                    .cpu_marks
+                    .iter()
+                    .filter(|m| m.name.starts_with(p))
+                    .count()
+            };
+            let in_step = marks("begin.") > marks("end.");
+            if let Err(reason) = r.poll(now, in_step, status_seen.is_some(), b, qpid) {
+                break HostVerdict::Failed { reason };
+            }
+        }
         if let Some(b) = backend.as_deref_mut() {
             if let Some(st) = b.try_wait() {
                 break HostVerdict::Failed {
@@ -456,6 +489,10 @@ fn drive_qemu(
     timings
         .cpu_marks
         .push(sample("qemu-end", t0.elapsed().as_secs_f64()));
+    if let (Some(r), Some(b)) = (restarter, backend.as_deref()) {
+        r.finish(t0.elapsed().as_secs_f64(), b, qpid);
+        timings.backend_restarts = r.records.clone();
+    }
     q.stop(Duration::from_secs(3));
     timings.qemu_s = Some(t0.elapsed().as_secs_f64());
     // What arrived after the last poll.

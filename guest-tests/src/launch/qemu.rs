@@ -168,7 +168,16 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
             }
         }
         (_, Some(sock)) => {
-            push(&["-chardev", &format!("socket,id=vu0,path={}", p(sock))]);
+            // With backend restarts QEMU reconnects every second until the backend is back.
+            let reconnect = if s.restarts.is_some() {
+                ",reconnect=1"
+            } else {
+                ""
+            };
+            push(&[
+                "-chardev",
+                &format!("socket,id=vu0,path={}{reconnect}", p(sock)),
+            ]);
             let dev = match s.device {
                 Device::Blk => format!("vhost-user-blk-pci,chardev=vu0,num-queues={nq}{blk_vq}"),
                 Device::Scsi => {
@@ -227,6 +236,19 @@ mod tests {
 
     fn has_pair(a: &[String], k: &str, v: &str) -> bool {
         a.windows(2).any(|w| w[0] == k && w[1] == v)
+    }
+
+    #[test]
+    fn backend_restarts_make_qemu_reconnect() {
+        let s = suite(
+            "device = \"blk\"\nbackend = \"vhost-blk\"\n[restarts]\nkills = 3\nfirst_after_s = 2.0\nevery_s = 3.0",
+        );
+        let a = build(&s, Some(Path::new("/t/s.sock")), Accel::Tcg, Bios::Qboot, 0);
+        assert!(has_pair(
+            &a,
+            "-chardev",
+            "socket,id=vu0,path=/t/s.sock,reconnect=1"
+        ));
     }
 
     #[test]

@@ -36,8 +36,10 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::chain::Chain;
 use super::chain::GuestMemoryMmapT;
+use super::inflight::InflightArea;
 use super::personality::{Outcome, Personality, RequestKind};
 use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
+use super::resubmit::{within_guest_ram, Scratch};
 use crate::completion::CompletionModel;
 
 /// Settings of the vhost-user layer.
@@ -48,6 +50,10 @@ pub struct BackendOptions {
     pub model: CompletionModel,
     /// Queue masks per worker thread.
     pub thread_masks: Vec<u64>,
+    /// Offer VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD. Only when something in front of the
+    /// vhost-user-backend handler answers GET/SET_INFLIGHT_FD and calls
+    /// [`DeviceBackend::set_inflight`] (the daemon's relay does).
+    pub inflight: bool,
 }
 
 /// The vhost-user backend of one connection.
@@ -105,6 +111,104 @@ impl<P: Personality> DeviceBackend<P> {
         &self.personality
     }
 
+    /// Installs the inflight area the frontend sent with SET_INFLIGHT_FD (or none): each queue
+    /// it covers reads its region before its next drain and resubmits what was in flight.
+    pub fn set_inflight(&self, area: Option<Arc<InflightArea>>) {
+        for (q, state) in self.queues.iter().enumerate() {
+            let region = area.as_ref().and_then(|a| a.queue(q));
+            state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .set_inflight(region);
+        }
+    }
+
+    /// Has the personality handle one chain and hands its completion to the queue.
+    fn handle_chain(&self, q: usize, chain: Chain<'_>, state: &mut QueueState, event_idx: bool) {
+        let head = chain.head_index();
+        if let Outcome::Complete {
+            used_len,
+            kind,
+            bytes,
+            extra_delay_ns,
+        } = self.personality.process(q, chain)
+        {
+            if self.personality.completes_after_requests(q) {
+                self.flush_request_queues(q, event_idx);
+            }
+            let (read, written) = kind.payload(bytes);
+            state.submit(head, used_len, kind.index(), read, written, extra_delay_ns);
+        }
+    }
+
+    /// Before the first drain after SET_INFLIGHT_FD: reads queue `q`'s inflight region, sets
+    /// the ring's next available index past what the previous backend took, and processes
+    /// again, in their original order, the chains it had not returned (see `inflight`).
+    fn recover(
+        &self,
+        q: usize,
+        vring: &Vring,
+        mem: &GuestMemoryMmapT,
+        state: &mut QueueState,
+        event_idx: bool,
+    ) {
+        let (ring_size, used, desc_table) = {
+            let ring = vring.get_ref();
+            let queue = ring.get_queue();
+            let used = queue.used_idx(mem, Ordering::Acquire).map(|w| w.0);
+            (queue.size(), used, queue.desc_table())
+        };
+        let Ok(guest_used) = used else {
+            tracing::warn!(queue = q, "used ring unreadable: inflight tracking off");
+            state.set_inflight(None);
+            return;
+        };
+        let Some(rec) = state.recover(ring_size, guest_used) else {
+            return;
+        };
+        {
+            let mut ring = vring.get_mut();
+            let queue = ring.get_queue_mut();
+            queue.set_next_avail(rec.next_avail);
+            queue.set_next_used(guest_used);
+        }
+        if rec.resubmit.is_empty() && rec.repaired == 0 && rec.discarded == 0 {
+            return;
+        }
+        tracing::info!(
+            queue = q,
+            resubmit = rec.resubmit.len(),
+            repaired = rec.repaired,
+            discarded = rec.discarded,
+            used = guest_used,
+            next_avail = rec.next_avail,
+            "inflight requests of the previous backend"
+        );
+        if rec.resubmit.is_empty() {
+            return;
+        }
+        let mut scratch = match Scratch::new(mem, desc_table, ring_size, &rec.resubmit) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(queue = q, "cannot resubmit: {e}");
+                return;
+            }
+        };
+        for chain in scratch.chains() {
+            if within_guest_ram(&chain, mem) {
+                self.handle_chain(q, chain, state, event_idx);
+            } else {
+                tracing::debug!(
+                    queue = q,
+                    "resubmitted chain {} refused",
+                    chain.head_index()
+                );
+                state.submit(chain.head_index(), 0, P::Kind::ERROR.index(), 0, 0, 0);
+            }
+        }
+        state.publish(event_idx);
+    }
+
     /// Locks the state of queue `q`. Only its own worker contends for it.
     fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, QueueState> {
         self.queues[q].lock().unwrap_or_else(|e| e.into_inner())
@@ -133,6 +237,9 @@ impl<P: Personality> DeviceBackend<P> {
         let event_idx = self.event_idx.load(Ordering::Relaxed);
         let mut state = self.queue(q);
         state.attach(vring);
+        if state.recovery_pending() {
+            self.recover(q, vring, &mem, &mut state, event_idx);
+        }
         let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
         loop {
             if event_idx {
@@ -146,7 +253,11 @@ impl<P: Personality> DeviceBackend<P> {
                     let queue = ring.get_queue_mut();
                     while chains.len() < BATCH {
                         match queue.pop_descriptor_chain(&*mem) {
-                            Some(chain) => chains.push(chain),
+                            Some(chain) => {
+                                // Marked in pop order, before anything is done with it.
+                                state.on_pop(chain.head_index());
+                                chains.push(chain);
+                            }
                             None => break,
                         }
                     }
@@ -156,20 +267,7 @@ impl<P: Personality> DeviceBackend<P> {
                 }
                 processed = true;
                 for chain in chains.drain(..) {
-                    let head = chain.head_index();
-                    if let Outcome::Complete {
-                        used_len,
-                        kind,
-                        bytes,
-                        extra_delay_ns,
-                    } = self.personality.process(q, chain)
-                    {
-                        if self.personality.completes_after_requests(q) {
-                            self.flush_request_queues(q, event_idx);
-                        }
-                        let (read, written) = kind.payload(bytes);
-                        state.submit(head, used_len, kind.index(), read, written, extra_delay_ns);
-                    }
+                    self.handle_chain(q, chain, &mut state, event_idx);
                 }
                 state.publish(event_idx, || avail_pending(vring, &mem));
                 if shared {
@@ -257,10 +355,15 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
-        VhostUserProtocolFeatures::MQ
+        let f = VhostUserProtocolFeatures::MQ
             | VhostUserProtocolFeatures::CONFIG
             | VhostUserProtocolFeatures::REPLY_ACK
-            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+        if self.opts.inflight {
+            f | VhostUserProtocolFeatures::INFLIGHT_SHMFD
+        } else {
+            f
+        }
     }
 
     fn reset_device(&self) {

@@ -8,19 +8,25 @@
 //!   statistics it feeds from the engine's decisions, the vring.
 //! - [`backend`]: the `VhostUserBackend` implementation that drains the rings and hands chains
 //!   to the personality.
+//! - [`inflight`]: the vhost-user inflight area (which chains are in flight, for a restarted
+//!   backend to resubmit); [`resubmit`]: chains rebuilt from the heads it lists.
 //!
-//! Dependencies inside: `backend` -> `queue`, `personality`, `chain`; `personality` -> `chain`.
+//! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`;
+//! `queue` -> `inflight`; `resubmit`, `personality` -> `chain`.
 //! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
 //! daemon, blk, scsi).
 
 pub mod backend;
 pub mod chain;
+pub mod inflight;
 pub mod personality;
 pub mod queue;
+pub mod resubmit;
 
 pub use backend::{BackendOptions, DeviceBackend};
 pub use chain::Chain;
 pub use chain::{guest_bufs, ChainLimits, GuestBufs};
+pub use inflight::InflightArea;
 pub use personality::{Outcome, Personality, RequestKind};
 pub use queue::{GuestMem, SharedStats, Vring};
 

@@ -9,9 +9,11 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use vhost_user_backend::{VringRwLock, VringT};
+use virtio_queue::QueueT;
 use vm_memory::GuestMemoryAtomic;
 
 use super::chain::GuestMemoryMmapT;
+use super::inflight::{QueueRegion, Recovery, Tracker};
 use crate::completion::{now_ns, CompletionModel, DeadlineTimer, EngineSink, Poll, VectorEngine};
 use crate::stats::QueueStats;
 
@@ -87,6 +89,8 @@ pub struct QueueState {
     /// Requests finished since the last poll, in completion order.
     finished: Vec<Finished>,
     published: Vec<Item>,
+    /// Inflight bookkeeping, when the frontend shared an inflight area for this queue.
+    tracker: Option<Tracker>,
 }
 
 /// Counts the finished requests and hands them to the engine in completion order, so the
@@ -140,6 +144,29 @@ impl QueueState {
             stats,
             finished: Vec::with_capacity(BATCH),
             published: Vec::with_capacity(BATCH),
+            tracker: None,
+        }
+    }
+
+    /// Installs (or removes) this queue's inflight region; the next drain reads it first.
+    pub fn set_inflight(&mut self, region: Option<QueueRegion>) {
+        self.tracker = region.map(Tracker::new);
+    }
+
+    /// Whether the inflight region must be read before the ring is drained.
+    pub fn recovery_pending(&self) -> bool {
+        self.tracker.as_ref().is_some_and(Tracker::recovery_pending)
+    }
+
+    /// Reads the inflight region (see [`Tracker::recover`]).
+    pub fn recover(&mut self, ring_size: u16, guest_used: u16) -> Option<Recovery> {
+        self.tracker.as_mut()?.recover(ring_size, guest_used)
+    }
+
+    /// A chain was taken from the ring.
+    pub fn on_pop(&mut self, head: u16) {
+        if let Some(t) = &mut self.tracker {
+            t.on_pop(head);
         }
     }
 
@@ -218,8 +245,20 @@ impl QueueState {
             if !out.is_empty() || poll.signal {
                 let mut ring = vring.get_mut();
                 for (head, len) in out.drain(..) {
-                    if let Err(e) = ring.add_used(head, len) {
-                        tracing::warn!(queue = self.index, "add_used({head}) failed: {e}");
+                    // One used entry at a time, so that the inflight area's last batch is
+                    // never more than this one chain (inflight rule 2).
+                    if let Some(t) = &self.tracker {
+                        t.before_used(head);
+                    }
+                    match ring.add_used(head, len) {
+                        Ok(()) => {
+                            if let Some(t) = &self.tracker {
+                                t.after_used(head, ring.get_queue().next_used());
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(queue = self.index, "add_used({head}) failed: {e}")
+                        }
                     }
                 }
                 if poll.signal && (!event_idx || ring.needs_notification().unwrap_or(true)) {

@@ -1,8 +1,16 @@
 //! The daemon: socket hygiene, one connection at a time (then the next: QEMU `reconnect=`),
 //! signals (SIGINT/SIGTERM: finish, remove the socket, exit 0; SIGUSR1: write statistics).
+//!
+//! Each frontend connection is accepted here and relayed ([`relay`]) to vhost-user-backend's
+//! handler over a private connection, so that the inflight messages can be answered: a
+//! backend restarted on the same socket (a supervisor, QEMU `reconnect=`) resubmits what its
+//! predecessor had in flight.
 
+mod relay;
+
+use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::FileTypeExt;
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -247,9 +255,9 @@ fn serve<P: Personality>(
     sigset: libc::sigset_t,
 ) -> Result<(), DaemonError> {
     let path = &config.socket_path;
-    let mut listener = Listener::new(path, false).map_err(|e| DaemonError::Socket {
+    let listener = UnixListener::bind(path).map_err(|source| DaemonError::Socket {
         path: path.clone(),
-        source: std::io::Error::other(e.to_string()),
+        source,
     })?;
     let control = Arc::new(Control::default());
     let stats = StatsRegistry::new(
@@ -269,6 +277,7 @@ fn serve<P: Personality>(
     let opts = BackendOptions {
         model: config.completion.clone(),
         queue_size: config.queue_size,
+        inflight: true,
         thread_masks: config
             .thread_masks(personality.num_queues(), personality.first_request_queue()),
     };
@@ -280,22 +289,49 @@ fn serve<P: Personality>(
         completion = %config.completion,
         "listening"
     );
-    let result = serve_connections(&mut listener, personality, opts, &control, &stats);
+    let result = serve_connections(&listener, personality, opts, &control, &stats);
     let _ = std::fs::remove_file(path);
     let line = stats.export();
     tracing::info!("{line}");
     result
 }
 
+/// A private connection to a fresh listener of vhost-user-backend's handler: the listener on
+/// an abstract socket address nobody else knows, connected to at once (so ours is the
+/// connection the handler accepts), then dropped.
+fn private_pair() -> std::io::Result<(Listener, UnixStream)> {
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nonce: u64 = rand::random();
+    let name = format!(
+        "vhost-blk-{}-{}-{nonce:016x}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
+    let l = UnixListener::bind_addr(&addr)?;
+    let s = UnixStream::connect_addr(&addr)?;
+    Ok((Listener::from(l), s))
+}
+
 fn serve_connections<P: Personality>(
-    listener: &mut Listener,
+    listener: &UnixListener,
     personality: Arc<P>,
     opts: BackendOptions,
     control: &Control,
     stats: &StatsRegistry,
 ) -> Result<(), DaemonError> {
     let mut connections = 0u64;
+    let vu = |what: &str, e: &dyn std::fmt::Display| DaemonError::VhostUser(format!("{what}: {e}"));
     while !control.stop.load(Ordering::SeqCst) {
+        let front = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(vu("accept", &e)),
+        };
+        if control.stop.load(Ordering::SeqCst) {
+            break;
+        }
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let backend = Arc::new(
             DeviceBackend::new(
@@ -311,9 +347,13 @@ fn serve_connections<P: Personality>(
         backend
             .register_listeners(&daemon.get_epoll_handlers())
             .map_err(|e| DaemonError::VhostUser(format!("registering listeners: {e}")))?;
+        let (mut inner, back) = private_pair().map_err(|e| vu("private connection", &e))?;
         daemon
-            .start(listener)
+            .start(&mut inner)
             .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
+        drop(inner);
+        let relay = relay::Relay::spawn(front, back, backend.clone(), opts.queue_size)
+            .map_err(|e| vu("relay", &e))?;
         *control.connection.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
         if control.stop.load(Ordering::SeqCst) {
             daemon.request_shutdown();
@@ -322,6 +362,7 @@ fn serve_connections<P: Personality>(
             tracing::info!(connection = connections, "frontend connected");
         }
         let r = daemon.wait();
+        relay.join();
         control
             .connection
             .lock()

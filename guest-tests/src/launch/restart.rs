@@ -1,0 +1,225 @@
+//! Backend restarts while the guest runs (`[restarts]` of a suite): SIGKILL, then the same
+//! argv again on the same socket, as a supervisor with `Restart=always` would do; QEMU
+//! reconnects by itself (`reconnect=1`).
+//!
+//! Rules:
+//! 1. Kills happen only while a step runs (its begin mark arrived, its end mark not yet): the
+//!    first `first_after_s` after a step is first seen running, each further one `every_s`
+//!    after the previous restart. A kill that falls between steps waits for the next step.
+//! 2. Before each kill the backend's open fds and RSS and QEMU's open fds are read from /proc;
+//!    after the last restart the same is read once more when the run ends. The records go to
+//!    `RUN/restarts.json` (and [`super::HostTimes::backend_restarts`]).
+//! 3. The killed backend's stale socket is removed before the new one starts; the new one
+//!    must create its socket within [`super::BACKEND_START_LIMIT`], else the run fails.
+//! 4. Instance k (from 1) logs to `backend.k.log`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::process::Guarded;
+use crate::suite::RestartSettings;
+
+/// One backend instance as seen just before it was killed (or at the end of the run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestartRecord {
+    /// Seconds from QEMU start.
+    pub at_s: f64,
+    pub pid: u32,
+    /// Open file descriptors of the backend.
+    pub backend_fds: Option<u32>,
+    /// Resident set of the backend, KiB.
+    pub backend_rss_kib: Option<u64>,
+    /// Open file descriptors of QEMU.
+    pub qemu_fds: Option<u32>,
+    /// Whether it was killed (false: the last instance, read at the end).
+    pub killed: bool,
+    /// Kill to new socket, milliseconds (killed instances only).
+    pub restart_ms: Option<f64>,
+}
+
+fn fd_count(pid: u32) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(|d| d.count() as u32)
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Drives the kills of one run.
+pub struct Restarter {
+    plan: RestartSettings,
+    argv: Vec<String>,
+    socket: PathBuf,
+    run_dir: PathBuf,
+    /// When the next kill is due (seconds from QEMU start), once the first step began.
+    next_at: Option<f64>,
+    pub records: Vec<RestartRecord>,
+}
+
+impl Restarter {
+    pub fn new(plan: RestartSettings, argv: Vec<String>, socket: &Path, run_dir: &Path) -> Self {
+        Self {
+            plan,
+            argv,
+            socket: socket.to_path_buf(),
+            run_dir: run_dir.to_path_buf(),
+            next_at: None,
+            records: Vec::new(),
+        }
+    }
+
+    fn killed(&self) -> u32 {
+        self.records.iter().filter(|r| r.killed).count() as u32
+    }
+
+    fn record(&self, at_s: f64, pid: u32, qemu: Option<u32>, killed: bool) -> RestartRecord {
+        RestartRecord {
+            at_s,
+            pid,
+            backend_fds: fd_count(pid),
+            backend_rss_kib: rss_kib(pid),
+            qemu_fds: qemu.and_then(fd_count),
+            killed,
+            restart_ms: None,
+        }
+    }
+
+    /// Called on every poll of the run: kills and restarts `backend` when due (rule 1).
+    /// `Err` when the new backend does not come up (the run fails).
+    pub fn poll(
+        &mut self,
+        now_s: f64,
+        in_step: bool,
+        finished: bool,
+        backend: &mut Guarded,
+        qemu_pid: Option<u32>,
+    ) -> Result<(), String> {
+        if finished || self.killed() >= self.plan.kills {
+            return Ok(());
+        }
+        if !in_step {
+            return Ok(());
+        }
+        let due = *self.next_at.get_or_insert(now_s + self.plan.first_after_s);
+        if now_s < due {
+            return Ok(());
+        }
+        let Some(pid) = backend.pid() else {
+            return Err("backend has no pid".into());
+        };
+        let mut rec = self.record(now_s, pid, qemu_pid, true);
+        let t = Instant::now();
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        if backend.wait_for(Duration::from_secs(5)).is_none() {
+            return Err(format!("backend {pid} did not die on SIGKILL"));
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let k = self.killed() + 1;
+        let log = self.run_dir.join(format!("backend.{k}.log"));
+        *backend =
+            super::backend::start(&self.argv, &self.socket, &log, super::BACKEND_START_LIMIT)
+                .map_err(|e| format!("restart {k}: {e}"))?;
+        rec.restart_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+        tracing::info!(
+            kill = k,
+            pid,
+            restart_ms = rec.restart_ms,
+            "backend killed and restarted"
+        );
+        self.records.push(rec);
+        self.next_at = Some(now_s + t.elapsed().as_secs_f64() + self.plan.every_s);
+        Ok(())
+    }
+
+    /// The run ended: reads the last instance (rule 2) and writes `restarts.json`.
+    pub fn finish(&mut self, now_s: f64, backend: &Guarded, qemu_pid: Option<u32>) {
+        if let Some(pid) = backend.pid() {
+            let r = self.record(now_s, pid, qemu_pid, false);
+            self.records.push(r);
+        }
+        let p = self.run_dir.join("restarts.json");
+        match serde_json::to_string_pretty(&self.records) {
+            Ok(t) => {
+                if let Err(e) = std::fs::write(&p, t + "\n") {
+                    tracing::warn!("{}: {e}", p.display());
+                }
+            }
+            Err(e) => tracing::warn!("restarts.json: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_readers_see_this_process() {
+        let me = std::process::id();
+        assert!(fd_count(me).unwrap() >= 3);
+        assert!(rss_kib(me).unwrap() > 0);
+        assert!(fd_count(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn kills_follow_the_plan_and_restart_on_the_same_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s.sock");
+        // A stand-in backend that creates its socket and lives until killed.
+        let argv: Vec<String> = [
+            "qemu-storage-daemon",
+            "--blockdev",
+            "driver=null-co,node-name=n0,size=1048576",
+            "--export",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!(
+            "type=vhost-user-blk,id=e0,node-name=n0,addr.type=unix,addr.path={}",
+            sock.display()
+        )])
+        .collect();
+        let plan = RestartSettings {
+            kills: 2,
+            first_after_s: 1.0,
+            every_s: 0.5,
+        };
+        let mut b = super::super::backend::start(
+            &argv,
+            &sock,
+            &dir.path().join("b.log"),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let mut r = Restarter::new(plan, argv, &sock, dir.path());
+        r.poll(0.0, false, false, &mut b, None).unwrap();
+        assert!(r.records.is_empty(), "no step yet");
+        r.poll(0.1, true, false, &mut b, None).unwrap();
+        r.poll(1.0, true, false, &mut b, None).unwrap();
+        assert!(r.records.is_empty(), "first kill at 1.1");
+        let first = b.pid().unwrap();
+        r.poll(1.2, true, false, &mut b, None).unwrap();
+        assert_eq!(r.records.len(), 1);
+        assert_ne!(b.pid().unwrap(), first);
+        assert!(sock.exists());
+        r.poll(1.3, true, false, &mut b, None).unwrap();
+        assert_eq!(r.records.len(), 1, "next one every_s later");
+        r.poll(10.0, true, false, &mut b, None).unwrap();
+        r.poll(20.0, true, false, &mut b, None).unwrap();
+        assert_eq!(r.records.len(), 2, "kills = 2");
+        r.finish(21.0, &b, None);
+        assert_eq!(r.records.len(), 3);
+        assert!(!r.records[2].killed && r.records[0].killed);
+        let text = std::fs::read_to_string(dir.path().join("restarts.json")).unwrap();
+        assert!(text.contains("restart_ms"));
+        b.stop(Duration::from_secs(1));
+    }
+}
