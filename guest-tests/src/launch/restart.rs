@@ -7,8 +7,9 @@
 //!    first `first_after_s` after a step is first seen running, each further one `every_s`
 //!    after the previous restart. A kill that falls between steps waits for the next step.
 //! 2. Before each kill the backend's open fds and RSS and QEMU's open fds are read from /proc;
-//!    after the last restart the same is read once more when the run ends. The records go to
-//!    `RUN/restarts.json` (and [`super::HostTimes::backend_restarts`]).
+//!    the last instance is read once more when the agent has finished (QEMU still connected),
+//!    or when the run ends if it never did. The records go to `RUN/restarts.json` (and
+//!    [`super::HostTimes::backend_restarts`]).
 //! 3. The killed backend's stale socket is removed before the new one starts; the new one
 //!    must create its socket within [`super::BACKEND_START_LIMIT`], else the run fails.
 //! 4. Instance k (from 1) logs to `backend.k.log`.
@@ -60,6 +61,8 @@ pub struct Restarter {
     run_dir: PathBuf,
     /// When the next kill is due (seconds from QEMU start), once the first step began.
     next_at: Option<f64>,
+    /// The last instance, read when the agent finished.
+    last: Option<RestartRecord>,
     pub records: Vec<RestartRecord>,
 }
 
@@ -71,6 +74,7 @@ impl Restarter {
             socket: socket.to_path_buf(),
             run_dir: run_dir.to_path_buf(),
             next_at: None,
+            last: None,
             records: Vec::new(),
         }
     }
@@ -101,7 +105,15 @@ impl Restarter {
         backend: &mut Guarded,
         qemu_pid: Option<u32>,
     ) -> Result<(), String> {
-        if finished || self.killed() >= self.plan.kills {
+        if finished {
+            if self.last.is_none() {
+                if let Some(pid) = backend.pid() {
+                    self.last = Some(self.record(now_s, pid, qemu_pid, false));
+                }
+            }
+            return Ok(());
+        }
+        if self.killed() >= self.plan.kills {
             return Ok(());
         }
         if !in_step {
@@ -141,10 +153,12 @@ impl Restarter {
 
     /// The run ended: reads the last instance (rule 2) and writes `restarts.json`.
     pub fn finish(&mut self, now_s: f64, backend: &Guarded, qemu_pid: Option<u32>) {
-        if let Some(pid) = backend.pid() {
-            let r = self.record(now_s, pid, qemu_pid, false);
-            self.records.push(r);
-        }
+        let last = self.last.take().or_else(|| {
+            backend
+                .pid()
+                .map(|pid| self.record(now_s, pid, qemu_pid, false))
+        });
+        self.records.extend(last);
         let p = self.run_dir.join("restarts.json");
         match serde_json::to_string_pretty(&self.records) {
             Ok(t) => {
