@@ -206,7 +206,7 @@ impl<P: Personality> DeviceBackend<P> {
                 state.submit(chain.head_index(), 0, P::Kind::ERROR.index(), 0, 0, 0);
             }
         }
-        state.publish(event_idx);
+        state.publish(event_idx, || avail_pending(vring, mem));
     }
 
     /// Locks the state of queue `q`. Only its own worker contends for it.
