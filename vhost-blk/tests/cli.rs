@@ -37,6 +37,22 @@ fn bad_options_exit_2_with_one_line_and_create_nothing() {
             "/nonexistent.toml",
         ],
         vec!["--null", "1G"],
+        vec![
+            "--socket-path",
+            s,
+            "--device",
+            "scsi",
+            "--topology",
+            "targets=1,luns=0,absent_pq=2",
+        ],
+        vec![
+            "--socket-path",
+            s,
+            "--device",
+            "scsi",
+            "--topology",
+            "targets=1,luns=0,absent_luns=20000",
+        ],
     ];
     for a in cases {
         let out = vhost_blk(&a);

@@ -3,12 +3,10 @@
 use super::cdb::be16;
 use super::identity::{DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR};
 use super::sense::{self, Sense};
-use super::{Cmd, Lun, MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS};
+use super::{AbsentQualifier, Cmd, Lun, MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS};
 
 /// Peripheral device type: direct access block device.
 const PDT_DISK: u8 = 0x00;
-/// Peripheral qualifier 011b, device type 1Fh: no logical unit here.
-const PQ_ABSENT: u8 = 0x7f;
 /// Length of the standard INQUIRY data we return.
 const STD_LEN: usize = 96;
 /// VPD pages we support, ascending.
@@ -16,7 +14,11 @@ const VPD_PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2];
 /// Version descriptors: SAM-5, SPC-4, SBC-3 (no version claimed).
 const VERSION_DESCRIPTORS: [u16; 3] = [0x00a0, 0x0460, 0x04c0];
 
-pub(crate) fn inquiry(lun: Option<&Lun>, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
+pub(crate) fn inquiry(
+    lun: Option<&Lun>,
+    absent: AbsentQualifier,
+    cmd: &mut Cmd<'_, '_, '_>,
+) -> Result<(), Sense> {
     let c = cmd.cdb;
     super::cdb::reserved_bits(c, 1, 0xfe)?;
     let evpd = c[1] & 1 != 0;
@@ -26,7 +28,7 @@ pub(crate) fn inquiry(lun: Option<&Lun>, cmd: &mut Cmd<'_, '_, '_>) -> Result<()
         if page != 0 {
             return Err(Sense::invalid_cdb_field(2, Some(7)));
         }
-        standard(lun)
+        standard(lun, absent)
     } else {
         let lun = lun.ok_or(sense::LUN_NOT_SUPPORTED)?;
         vpd(lun, page).ok_or(Sense::invalid_cdb_field(2, Some(7)))?
@@ -41,7 +43,7 @@ fn pad(dst: &mut [u8], s: &str) {
     dst[..n].copy_from_slice(&s.as_bytes()[..n]);
 }
 
-fn standard(lun: Option<&Lun>) -> Vec<u8> {
+fn standard(lun: Option<&Lun>, absent: AbsentQualifier) -> Vec<u8> {
     let mut d = vec![0u8; STD_LEN];
     let (vendor, product, revision) = match lun {
         Some(l) => {
@@ -50,7 +52,11 @@ fn standard(lun: Option<&Lun>) -> Vec<u8> {
         }
         None => (DEFAULT_VENDOR, DEFAULT_PRODUCT, DEFAULT_REVISION),
     };
-    d[0] = if lun.is_some() { PDT_DISK } else { PQ_ABSENT };
+    d[0] = if lun.is_some() {
+        PDT_DISK
+    } else {
+        absent.byte0()
+    };
     d[2] = 0x06; // SPC-4
     d[3] = 0x12; // HISUP, response data format 2
     d[4] = (STD_LEN - 5) as u8;

@@ -20,8 +20,11 @@
 //! and `overrun` set (the virtio layer reports VIRTIO_SCSI_S_OVERRUN). A shorter transfer than
 //! the buffers leaves a residual.
 //!
-//! Absent LUNs on a present target: INQUIRY answers peripheral qualifier 011b (0x7F), REPORT
-//! LUNS and REQUEST SENSE work, anything else is LOGICAL UNIT NOT SUPPORTED. Absent targets are
+//! Absent LUNs on a present target: INQUIRY answers the target's [`AbsentQualifier`] (by
+//! default peripheral qualifier 011b, 0x7F), REPORT LUNS and REQUEST SENSE work, anything else
+//! is LOGICAL UNIT NOT SUPPORTED. REPORT LUNS lists the present LUNs and the target's *listed
+//! absent* LUNs ([`Target::list_absent_luns`]): ids a scan then probes and finds empty, as a
+//! large SAS topology makes an initiator probe and tear down many devices. Absent targets are
 //! the caller's business ([`Topology::target`] returns `None`; virtio answers BAD_TARGET).
 
 mod capacity;
@@ -42,7 +45,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -281,11 +284,49 @@ pub(crate) fn storage_sense(e: StorageError, write: bool) -> Sense {
     }
 }
 
-/// A target: a set of LUNs (possibly empty) and its scan latencies.
+/// What standard INQUIRY answers for a LUN that holds no logical unit (byte 0: peripheral
+/// qualifier in bits 7-5, device type in bits 4-0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AbsentQualifier {
+    /// 011b, type 1Fh (0x7F): the device server cannot support a unit here.
+    #[default]
+    NotCapable,
+    /// 001b, type 1Fh (0x3F): a unit could be here but none is connected.
+    NotConnected,
+}
+
+impl AbsentQualifier {
+    /// From the qualifier's value (3 or 1).
+    pub fn from_pq(pq: u8) -> Option<Self> {
+        match pq {
+            3 => Some(Self::NotCapable),
+            1 => Some(Self::NotConnected),
+            _ => None,
+        }
+    }
+
+    /// The qualifier's value (3 or 1).
+    pub fn pq(self) -> u8 {
+        match self {
+            Self::NotCapable => 3,
+            Self::NotConnected => 1,
+        }
+    }
+
+    /// INQUIRY byte 0.
+    pub fn byte0(self) -> u8 {
+        (self.pq() << 5) | 0x1f
+    }
+}
+
+/// A target: a set of LUNs (possibly empty), LUN ids REPORT LUNS lists although nothing is
+/// there, the qualifier absent LUNs answer with, and its scan latencies.
 #[derive(Debug)]
 pub struct Target {
     id: u8,
     luns: BTreeMap<u16, Lun>,
+    listed_absent: BTreeSet<u16>,
+    absent_qualifier: AbsentQualifier,
     latency: ScanLatency,
 }
 
@@ -294,8 +335,35 @@ impl Target {
         Self {
             id,
             luns: BTreeMap::new(),
+            listed_absent: BTreeSet::new(),
+            absent_qualifier: AbsentQualifier::default(),
             latency,
         }
+    }
+
+    /// REPORT LUNS also lists these ids; the ones that hold a LUN are listed once, as present.
+    pub fn list_absent_luns(&mut self, ids: impl IntoIterator<Item = u16>) {
+        self.listed_absent.extend(ids);
+    }
+
+    /// Sets what INQUIRY answers for absent LUNs.
+    pub fn set_absent_qualifier(&mut self, q: AbsentQualifier) {
+        self.absent_qualifier = q;
+    }
+
+    pub fn absent_qualifier(&self) -> AbsentQualifier {
+        self.absent_qualifier
+    }
+
+    /// The ids REPORT LUNS lists: present and listed-absent LUNs, ascending, each once.
+    pub fn reported_lun_ids(&self) -> impl Iterator<Item = u16> + '_ {
+        let ids: BTreeSet<u16> = self
+            .luns
+            .keys()
+            .chain(self.listed_absent.iter())
+            .copied()
+            .collect();
+        ids.into_iter()
     }
 
     pub fn id(&self) -> u8 {
@@ -361,7 +429,7 @@ impl Target {
         let op = cmd.cdb[0];
         let unit = self.lun(lun);
         match (op, unit) {
-            (cdb::INQUIRY, _) => inquiry::inquiry(unit, cmd),
+            (cdb::INQUIRY, _) => inquiry::inquiry(unit, self.absent_qualifier, cmd),
             (cdb::REPORT_LUNS, _) => report_luns::report_luns(self, cmd),
             (cdb::REQUEST_SENSE, _) => misc::request_sense(unit.is_some(), cmd),
             (_, None) => Err(sense::LUN_NOT_SUPPORTED),
@@ -423,10 +491,10 @@ impl Topology {
         (self.targets.len() - 1) as u16
     }
 
-    /// Highest present LUN id over all targets (virtio-scsi `max_lun`), 0 if none.
+    /// Highest LUN id REPORT LUNS lists over all targets (virtio-scsi `max_lun`), 0 if none.
     pub fn max_lun(&self) -> u16 {
         self.targets()
-            .filter_map(|t| t.luns.keys().next_back().copied())
+            .filter_map(|t| t.reported_lun_ids().last())
             .max()
             .unwrap_or(0)
     }

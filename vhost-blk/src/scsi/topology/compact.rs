@@ -12,6 +12,8 @@
 //! | `bs=512` or `bs=4096` | logical block size of every LUN |
 //! | `ro=BOOL`, `thin=BOOL`, `wce=BOOL` | read-only, thin provisioning, write cache (all LUNs) |
 //! | `inquiry_delay=DUR`, `report_luns_delay=DUR`, `tur_delay=DUR` | scan latencies |
+//! | `absent_luns=N` | REPORT LUNS of every present target also lists N empty LUN ids (from 1 up) |
+//! | `absent_pq=3` or `absent_pq=1` | peripheral qualifier absent LUNs answer INQUIRY with (011b / 001b) |
 //! | `vendor=S`, `product=S`, `revision=S` | identity of every LUN |
 //!
 //! `SPEC` is `null:SIZE`, `mem:SIZE`, `file:PATH` or `file:PATH@SIZE` (created sparse with that
@@ -129,6 +131,8 @@ pub fn parse_topology(s: &str) -> Result<TopologyConfig, TopologyError> {
             "inquiry_delay" => latency.inquiry_us = parse_duration_us(v)?,
             "report_luns_delay" => latency.report_luns_us = parse_duration_us(v)?,
             "tur_delay" => latency.test_unit_ready_us = parse_duration_us(v)?,
+            "absent_luns" => cfg.absent_luns = parse_num(k, v)?,
+            "absent_pq" => cfg.absent_pq = Some(parse_num(k, v)?),
             "vendor" => identity.vendor = Some(v.into()),
             "product" => identity.product = Some(v.into()),
             "revision" => identity.revision = Some(v.into()),
@@ -288,11 +292,29 @@ mod tests {
             "targets=4,max_target=2",
             "targets=1,vendor=WAYTOOLONGVENDOR",
             "targets=1,storage=null:100",
+            "targets=1,luns=0,absent_luns=x",
+            "targets=1,luns=0,absent_pq=2",
+            "targets=1,luns=0,absent_pq=0",
+            "targets=1,luns=0,absent_luns=16384",
         ] {
             let e = parse_topology(bad).unwrap_err();
             assert!(!e.to_string().is_empty(), "{bad}");
         }
         assert!(parse_topology("targets=1,storage=file:/tmp/x").is_ok());
         assert!(parse_topology("targets=3,luns=0").is_ok());
+        assert!(parse_topology("targets=3,luns=0,absent_luns=16383,absent_pq=1").is_ok());
+        // One configured LUN above 0 leaves one id fewer below the limit.
+        assert!(parse_topology("0:5=null:1M,absent_luns=16383").is_err());
+    }
+
+    #[test]
+    fn absent_luns_skip_configured_ids() {
+        let c = parse_topology("targets=2,luns=3,storage=null:1M,absent_luns=4,absent_pq=1")
+            .unwrap();
+        assert_eq!(c.absent_lun_ids(&c.targets[1]), vec![3, 4, 5, 6]);
+        assert_eq!(c.absent_qualifier().unwrap().pq(), 1);
+        let c = parse_topology("targets=1,luns=0,absent_luns=3").unwrap();
+        assert_eq!(c.absent_lun_ids(&c.targets[0]), vec![1, 2, 3]);
+        assert_eq!(c.absent_qualifier().unwrap().pq(), 3);
     }
 }

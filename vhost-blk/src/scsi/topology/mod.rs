@@ -11,8 +11,8 @@ mod tests;
 use serde::Deserialize;
 
 use crate::scsi::emulation::{
-    Identity, IdentityError, Lun, LunError, LunOptions, ScanLatency, Target, Topology, MAX_LUN_ID,
-    MAX_TARGET_ID,
+    AbsentQualifier, Identity, IdentityError, Lun, LunError, LunOptions, ScanLatency, Target,
+    Topology, MAX_LUN_ID, MAX_TARGET_ID,
 };
 use crate::storage::{StorageError, StorageSpec};
 
@@ -123,6 +123,15 @@ pub struct TopologyConfig {
     pub identity: IdentityOverrides,
     #[serde(default)]
     pub targets: Vec<TargetConfig>,
+    /// REPORT LUNS of every present target also lists this many LUN ids that hold nothing:
+    /// the lowest ids from 1 up that no LUN is configured on (LUN 0 is probed by the scan
+    /// before REPORT LUNS anyway). Each is a probe the initiator makes and tears down.
+    #[serde(default)]
+    pub absent_luns: u16,
+    /// Peripheral qualifier of absent LUNs' INQUIRY: 3 (011b, the default) or 1 (001b; both
+    /// with device type 1Fh).
+    #[serde(default)]
+    pub absent_pq: Option<u8>,
 }
 
 /// Errors building a topology.
@@ -158,6 +167,10 @@ pub enum TopologyError {
         lun: u16,
         source: StorageError,
     },
+    #[error("absent_pq {0} is not a peripheral qualifier for an absent LUN (use 3 or 1)")]
+    BadAbsentQualifier(u8),
+    #[error("target {target}: {count} absent LUNs do not fit below LUN id {MAX_LUN_ID}")]
+    TooManyAbsentLuns { target: u16, count: u16 },
     #[error("topology string: {0}")]
     Parse(String),
 }
@@ -208,7 +221,37 @@ impl TopologyConfig {
                 return Err(TopologyError::TargetTooBig(max));
             }
         }
+        self.absent_qualifier()?;
+        for t in &self.targets {
+            let got = self.absent_lun_ids(t).len();
+            if got < self.absent_luns as usize {
+                return Err(TopologyError::TooManyAbsentLuns {
+                    target: t.id,
+                    count: self.absent_luns,
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// The qualifier absent LUNs answer with.
+    pub fn absent_qualifier(&self) -> Result<AbsentQualifier, TopologyError> {
+        match self.absent_pq {
+            None => Ok(AbsentQualifier::default()),
+            Some(pq) => {
+                AbsentQualifier::from_pq(pq).ok_or(TopologyError::BadAbsentQualifier(pq))
+            }
+        }
+    }
+
+    /// The ids target `t` lists as absent LUNs: the lowest `absent_luns` ids from 1 up that
+    /// hold no configured LUN (fewer when they run out above [`MAX_LUN_ID`]).
+    pub fn absent_lun_ids(&self, t: &TargetConfig) -> Vec<u16> {
+        let used: std::collections::BTreeSet<u16> = t.luns.iter().map(|l| l.id).collect();
+        (1..=MAX_LUN_ID)
+            .filter(|id| !used.contains(id))
+            .take(self.absent_luns as usize)
+            .collect()
     }
 
     /// The identity LUN `l` of target `target` ends up with.
@@ -230,9 +273,12 @@ impl Topology {
         cfg.validate()?;
         let mut topo = Topology::new(cfg.effective_max_target() as u8);
         topo.set_scan_latency(cfg.scan_latency);
+        let qualifier = cfg.absent_qualifier()?;
         for t in &cfg.targets {
             let tid = t.id as u8;
             let mut target = Target::new(tid, t.scan_latency.unwrap_or(cfg.scan_latency));
+            target.set_absent_qualifier(qualifier);
+            target.list_absent_luns(cfg.absent_lun_ids(t));
             for l in &t.luns {
                 let storage = l.storage.open().map_err(|source| TopologyError::Storage {
                     target: t.id,

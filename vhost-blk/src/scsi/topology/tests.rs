@@ -166,3 +166,34 @@ fn scan_latency_is_returned_not_slept() {
     assert_eq!(topo.absent_target_delay(&cdb(READ_10, 10)), None);
     assert_eq!(topo.absent_target_delay(&[]), None);
 }
+
+#[test]
+fn absent_luns_reach_report_luns_inquiry_and_max_lun() {
+    // TOML form: a target with no LUN lists 300 empty ids (1..=300, flat addressing above
+    // 255) that answer INQUIRY with qualifier 001b.
+    let cfg: TopologyConfig = toml::from_str(
+        "max_target = 3\nabsent_luns = 300\nabsent_pq = 1\n[[targets]]\nid = 2\n",
+    )
+    .unwrap();
+    let topo = Topology::from_config(&cfg).unwrap();
+    assert_eq!(topo.max_lun(), 300);
+    let t = topo.target(2).unwrap();
+    let mut rl = cdb(REPORT_LUNS, 12);
+    rl[6..10].copy_from_slice(&4096u32.to_be_bytes());
+    let (r, d) = run_in(t, 0, &rl, 4096);
+    assert_good(&r);
+    assert_eq!(be32(&d, 0), 300 * 8);
+    assert_eq!(&d[8..10], &[0, 1]);
+    assert_eq!(&d[d.len() - 8..d.len() - 6], &[0x41, 0x2c]);
+    let mut inq = cdb(INQUIRY, 6);
+    inq[4] = 36;
+    let (r, d) = run_in(t, 300, &inq, 36);
+    assert_good(&r);
+    assert_eq!(d[0], 0x3f);
+    // Bad qualifier in TOML is a validation error naming it.
+    let bad: TopologyConfig = toml::from_str("absent_pq = 7\n[[targets]]\nid = 0\n").unwrap();
+    assert!(matches!(
+        bad.validate(),
+        Err(TopologyError::BadAbsentQualifier(7))
+    ));
+}
