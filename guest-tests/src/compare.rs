@@ -21,8 +21,8 @@ use crate::metrics::registry::{self, Better};
 use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
-    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_p, Mwu, MwuMethod,
-    Summary, MWU_EXACT_MAX_N,
+    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_diff_ci95, welch_p,
+    Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
 };
 
 /// Relative median change that, with disjoint ranges, raises the flag.

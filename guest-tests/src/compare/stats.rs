@@ -74,8 +74,9 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
     })
 }
 
-/// Welch's two-sided t-test p-value (None for n < 2 in either sample or zero variance in both).
-pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
+/// The standard error of mean(a) - mean(b) and its Welch–Satterthwaite degrees of freedom
+/// (None for n < 2 in either sample or zero variance in both).
+fn welch_se_df(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
@@ -84,10 +85,24 @@ pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
     if se2 <= 0.0 || !se2.is_finite() {
         return None;
     }
-    let t = (mean(a) - mean(b)) / se2.sqrt();
     let df = se2 * se2 / (va * va / (a.len() - 1) as f64 + vb * vb / (b.len() - 1) as f64);
+    Some((se2.sqrt(), df))
+}
+
+/// Welch's two-sided t-test p-value (None for n < 2 in either sample or zero variance in both).
+pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (se, df) = welch_se_df(a, b)?;
+    let t = (mean(a) - mean(b)) / se;
     let d = StudentsT::new(0.0, 1.0, df).ok()?;
     Some((2.0 * d.cdf(-t.abs())).min(1.0))
+}
+
+/// 95 % confidence interval of mean(a) - mean(b), Welch's (the interval `welch_p` inverts).
+pub fn welch_diff_ci95(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    let (se, df) = welch_se_df(a, b)?;
+    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
+    let d = mean(a) - mean(b);
+    Some((d - t * se, d + t * se))
 }
 
 /// Which Mann-Whitney computation was used.
@@ -226,6 +241,22 @@ mod tests {
 
     fn close(a: f64, b: f64, rel: f64) -> bool {
         (a - b).abs() <= rel * b.abs().max(1e-300)
+    }
+
+    #[test]
+    fn welch_ci_is_the_interval_welch_p_inverts() {
+        let a = [10.0, 12.0, 11.5];
+        let b = [7.0, 8.5, 7.5, 8.0];
+        let (lo, hi) = welch_diff_ci95(&a, &b).unwrap();
+        let d = 11.166666666666666 - 7.75;
+        assert!(lo < d && d < hi && (d - lo - (hi - d)).abs() < 1e-9);
+        // Shifting b by either end of the interval puts the difference on the 5 % boundary.
+        for shift in [lo, hi] {
+            let b2: Vec<f64> = b.iter().map(|x| x + shift).collect();
+            assert!((welch_p(&a, &b2).unwrap() - 0.05).abs() < 1e-9, "{shift}");
+        }
+        assert_eq!(welch_diff_ci95(&[1.0], &b), None);
+        assert_eq!(welch_diff_ci95(&[1.0, 1.0], &[2.0, 2.0]), None);
     }
 
     #[test]

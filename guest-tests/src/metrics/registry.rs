@@ -59,12 +59,14 @@ macro_rules! def {
 mod catalog;
 mod catalog_locks;
 mod catalog_storm;
+mod catalog_scan;
 
 use super::{GuestInfo, StepResult};
 use crate::launch::HostTimes;
 pub use catalog::{scan_metric, HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, METRICS};
 pub use catalog_locks::LOCK_METRICS;
 pub use catalog_storm::STORM_METRICS;
+pub use catalog_scan::SCAN_METRICS;
 
 /// Every metric, in resolution order.
 pub fn all() -> impl Iterator<Item = &'static MetricDef> {
@@ -72,6 +74,7 @@ pub fn all() -> impl Iterator<Item = &'static MetricDef> {
         .iter()
         .chain(LOCK_METRICS.iter())
         .chain(STORM_METRICS.iter())
+        .chain(SCAN_METRICS.iter())
 }
 
 /// Which way a change is an improvement.

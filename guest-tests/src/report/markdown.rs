@@ -108,6 +108,9 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         ));
         b.push(List(flagged));
     }
+    if let Some(m) = &d.scan_model {
+        b.extend(super::model::blocks(m));
+    }
     for (ti, t) in d.lock_sites.iter().enumerate() {
         let label = t.label(c.several_suites());
         b.push(Heading(2, format!("Where the irq threads block: {label}")));

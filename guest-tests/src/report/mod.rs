@@ -6,6 +6,7 @@ mod html;
 mod locksites;
 mod lockwaits;
 mod markdown;
+mod model;
 mod plots;
 mod tables;
 mod verdict;
@@ -18,6 +19,7 @@ use crate::results::{load_runs, ResultsError, RunResult};
 
 pub use locksites::{lock_site_tables, LockSiteTable};
 pub use lockwaits::{lock_wait_tables, LockWaitTable};
+pub use model::{scan_model, ScanModel};
 pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
 pub use verdict::{sequential_note, verdict_table, verdict_text, SequentialNote};
 
@@ -75,6 +77,8 @@ pub struct ReportData {
     /// The A/B verdict, when the runs name a primary metric.
     pub verdict: Option<crate::compare::verdict::Verdict>,
     pub sequential: Option<SequentialNote>,
+    /// Seed 003's cost model, when the runs carry its factors.
+    pub scan_model: Option<ScanModel>,
 }
 
 /// Paths written by [`build`].
@@ -123,6 +127,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
             plots.push(p);
         }
     }
+    let scan_model = scan_model(&runs, &comparison.kernels);
     let title = opts.title.clone().unwrap_or_else(|| {
         let suites: std::collections::BTreeSet<&str> =
             runs.iter().map(|r| r.info.suite.as_str()).collect();
@@ -143,6 +148,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
         plots,
         verdict,
         sequential: sequential_note(dir),
+        scan_model,
     })
 }
 

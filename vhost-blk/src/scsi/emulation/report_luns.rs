@@ -107,7 +107,10 @@ mod tests {
             let (r, _) = run_in(&t, 3, &cdb(TEST_UNIT_READY, 6), 0);
             assert_check(&r, SenseKey::IllegalRequest, 0x25, 0x00);
         }
-        assert_eq!(AbsentQualifier::from_pq(3), Some(AbsentQualifier::NotCapable));
+        assert_eq!(
+            AbsentQualifier::from_pq(3),
+            Some(AbsentQualifier::NotCapable)
+        );
         assert_eq!(AbsentQualifier::from_pq(1).map(|q| q.pq()), Some(1));
         assert_eq!(AbsentQualifier::from_pq(0), None);
         assert_eq!(AbsentQualifier::from_pq(2), None);

@@ -309,8 +309,8 @@ mod tests {
 
     #[test]
     fn absent_luns_skip_configured_ids() {
-        let c = parse_topology("targets=2,luns=3,storage=null:1M,absent_luns=4,absent_pq=1")
-            .unwrap();
+        let c =
+            parse_topology("targets=2,luns=3,storage=null:1M,absent_luns=4,absent_pq=1").unwrap();
         assert_eq!(c.absent_lun_ids(&c.targets[1]), vec![3, 4, 5, 6]);
         assert_eq!(c.absent_qualifier().unwrap().pq(), 1);
         let c = parse_topology("targets=1,luns=0,absent_luns=3").unwrap();

@@ -238,9 +238,7 @@ impl TopologyConfig {
     pub fn absent_qualifier(&self) -> Result<AbsentQualifier, TopologyError> {
         match self.absent_pq {
             None => Ok(AbsentQualifier::default()),
-            Some(pq) => {
-                AbsentQualifier::from_pq(pq).ok_or(TopologyError::BadAbsentQualifier(pq))
-            }
+            Some(pq) => AbsentQualifier::from_pq(pq).ok_or(TopologyError::BadAbsentQualifier(pq)),
         }
     }
 

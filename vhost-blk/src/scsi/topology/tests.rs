@@ -171,10 +171,9 @@ fn scan_latency_is_returned_not_slept() {
 fn absent_luns_reach_report_luns_inquiry_and_max_lun() {
     // TOML form: a target with no LUN lists 300 empty ids (1..=300, flat addressing above
     // 255) that answer INQUIRY with qualifier 001b.
-    let cfg: TopologyConfig = toml::from_str(
-        "max_target = 3\nabsent_luns = 300\nabsent_pq = 1\n[[targets]]\nid = 2\n",
-    )
-    .unwrap();
+    let cfg: TopologyConfig =
+        toml::from_str("max_target = 3\nabsent_luns = 300\nabsent_pq = 1\n[[targets]]\nid = 2\n")
+            .unwrap();
     let topo = Topology::from_config(&cfg).unwrap();
     assert_eq!(topo.max_lun(), 300);
     let t = topo.target(2).unwrap();

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The seed-003-at-scale experiment (docs/results/seed003-scale/): suite seed003-scale (16 vCPUs x
+# 16 request queues x 1024 tags, 8,192 probe removals per scan) on all four seed-003 kernels,
+# REPEAT_ALL boots each (interleaved), then REPEAT_MAIN more boots of the main pair
+# (rt+noguard vs rt+noguard+seed003, seeds continuing), and the report over both (it carries
+# the seed-003 cost model). Run it under the CPU lock on a shared host:
+#   flock /tmp/vb-cpu.lock ci/exp-seed003-scale.sh
+# Environment: OUT (default results/seed003-scale-<UTC time>), REPEAT_ALL (2), REPEAT_MAIN (1).
+# About 75 s of wall time per boot under TCG on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-results/seed003-scale-$(date -u +%Y%m%dT%H%M%SZ)}
+REPEAT_ALL=${REPEAT_ALL:-2}
+REPEAT_MAIN=${REPEAT_MAIN:-1}
+GT=target/release/guest-tests
+[ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
+"$GT" images build rt rt+seed003 rt+noguard rt+noguard+seed003 >/dev/null
+
+"$GT" run --suite seed003-scale --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
+    --repeat "$REPEAT_ALL" --out "$OUT/a" --no-progress | tail -n 3
+if [ "$REPEAT_MAIN" -gt 0 ]; then
+    "$GT" run --suite seed003-scale --kernels rt+noguard,rt+noguard+seed003 \
+        --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --out "$OUT/b" --no-progress | tail -n 3
+fi
+"$GT" report "$OUT" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003
+"$GT" compare "$OUT" --kernels rt+noguard+seed003,rt+noguard \
+    --metric scan.virtio_scsi_init_us --metric rescan.ms_first
