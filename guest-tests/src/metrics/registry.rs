@@ -58,15 +58,15 @@ macro_rules! def {
 
 mod catalog;
 mod catalog_locks;
-mod catalog_storm;
 mod catalog_scan;
+mod catalog_storm;
 
 use super::{GuestInfo, StepResult};
 use crate::launch::HostTimes;
 pub use catalog::{scan_metric, HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, METRICS};
 pub use catalog_locks::LOCK_METRICS;
-pub use catalog_storm::STORM_METRICS;
 pub use catalog_scan::SCAN_METRICS;
+pub use catalog_storm::STORM_METRICS;
 
 /// Every metric, in resolution order.
 pub fn all() -> impl Iterator<Item = &'static MetricDef> {
