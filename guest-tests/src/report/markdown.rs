@@ -4,21 +4,10 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+pub(super) use super::block::Block;
 use super::tables::{fmt_num, fmt_p, markdown_rows, table};
 use super::ReportData;
 use crate::results::RunStatus;
-
-/// A piece of the report.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Block {
-    Heading(u8, String),
-    Para(String),
-    List(Vec<String>),
-    Table(Vec<String>, Vec<Vec<String>>),
-    /// Index into `ReportData::plots`.
-    Figure(usize),
-    Code(String),
-}
 
 fn short(hash: &str) -> String {
     if hash.is_empty() {

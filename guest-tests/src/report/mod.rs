@@ -2,6 +2,7 @@
 //! from the results.json files under a directory and nothing else, so a report can always be
 //! rebuilt from results alone ([`build`]).
 
+mod block;
 mod html;
 mod locksites;
 mod lockwaits;

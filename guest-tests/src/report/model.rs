@@ -16,7 +16,7 @@
 //!    registers; the table shows each kernel's R so a mismatch is visible.
 //! 5. The extrapolation keeps R, D and c and sets H to 128 (the seed's controller).
 
-use super::markdown::Block;
+use super::block::Block;
 use super::tables::{fmt_num, fmt_p};
 use crate::compare::{welch_diff_ci95, welch_p};
 use crate::results::RunResult;

@@ -1,0 +1,14 @@
+//! The pieces a report is made of, shared by the sections that build them (markdown, model)
+//! and the renderers (markdown, html).
+
+/// A piece of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Block {
+    Heading(u8, String),
+    Para(String),
+    List(Vec<String>),
+    Table(Vec<String>, Vec<Vec<String>>),
+    /// Index into `ReportData::plots`.
+    Figure(usize),
+    Code(String),
+}
