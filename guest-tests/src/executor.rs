@@ -181,6 +181,7 @@ mod tests {
             initramfs,
             initramfs_sha256: "11".into(),
             cmdline: String::new(),
+            inputs: Vec::new(),
         };
         let spec = RunSpec {
             run_id: "fake".into(),
@@ -199,6 +200,7 @@ mod tests {
         };
         let rerun = RerunInfo {
             kernel: "fake".into(),
+            kernel_spec: None,
             suite: suite.name.clone(),
             suites_dir: suite.dir.clone(),
             variant: None,

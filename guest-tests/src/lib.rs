@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod batch;
+pub mod bisect;
 pub mod cli;
 pub mod compare;
 pub mod executor;

@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::compare::sequential::{Decision, Sequential};
 pub use crate::executor::{execute, execute_retrying, never_reached_agent};
+pub use rerun::rerun;
+
+mod rerun;
 use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
@@ -41,7 +44,10 @@ pub enum MatrixError {
 /// A validated `run` request.
 #[derive(Debug, Clone)]
 pub struct MatrixConfig {
+    /// Kernel names as results carry them (an ad-hoc kernel's label).
     pub kernels: Vec<String>,
+    /// The `--kernels` elements, in the same order (equal to `kernels` for variants).
+    pub kernel_specs: Vec<String>,
     pub suite: Suite,
     pub variants: Vec<Option<String>>,
     pub repeat: u32,
@@ -201,7 +207,7 @@ pub struct Prepared {
 
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
 pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
-    let kernels = ensure_kernels(&cfg.kernels, &cfg.images)?;
+    let kernels = ensure_kernels(&cfg.kernel_specs, &cfg.images)?;
     let accel = resolve_accel(cfg.accel, &cfg.qemu_bin, &kernels[0])?;
     let mut suite = cfg.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
@@ -399,8 +405,16 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
 
 /// The `rerun.json` of a planned run.
 pub fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
+    let spec = cfg
+        .kernels
+        .iter()
+        .position(|k| *k == p.kernel)
+        .and_then(|i| cfg.kernel_specs.get(i))
+        .filter(|s| **s != p.kernel)
+        .cloned();
     RerunInfo {
         kernel: p.kernel.clone(),
+        kernel_spec: spec,
         suite: cfg.suite.name.clone(),
         suites_dir: cfg.suite.dir.clone(),
         variant: p.variant.clone(),
@@ -414,60 +428,6 @@ pub fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         extra_backend_args: cfg.extra_backend_args.clone(),
         pin_vcpus: cfg.pin_vcpus,
     }
-}
-
-/// Repeats the run described by `results.json` (and the `rerun.json` beside it) into `out`.
-pub fn rerun(
-    results: &Path,
-    out: &Path,
-    images_opts: &ImageOptions,
-) -> Result<RunResult, MatrixError> {
-    let old = RunResult::read(results).map_err(|e| MatrixError::Input(e.to_string()))?;
-    let r = RerunInfo::read_beside(results).map_err(MatrixError::Input)?;
-    if old.info.kernel != r.kernel || old.info.suite != r.suite {
-        return Err(MatrixError::Input(format!(
-            "{}: results.json ({} / {}) and rerun.json ({} / {}) disagree",
-            results.display(),
-            old.info.suite,
-            old.info.kernel,
-            r.suite,
-            r.kernel
-        )));
-    }
-    let suite =
-        Suite::load(&r.suites_dir, &r.suite).map_err(|e| MatrixError::Input(e.to_string()))?;
-    if let Some(v) = &r.variant {
-        if suite.variant(v).is_none() {
-            return Err(MatrixError::Input(format!(
-                "suite '{}' no longer has variant '{v}'",
-                r.suite
-            )));
-        }
-    }
-    let mut suite = suite;
-    with_extra_args(&mut suite.spec.backend_args, &r.extra_backend_args);
-    let kernel = ensure_kernels(std::slice::from_ref(&r.kernel), images_opts)?.remove(0);
-    let old_hash = &old.provenance.kernel.bzimage_sha256;
-    if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
-        tracing::warn!(old = %old_hash, new = %kernel.bzimage_sha256, "kernel image changed since the original run");
-    }
-    let accel = resolve_accel(r.accel, &r.qemu_bin, &kernel)?;
-    let spec = RunSpec {
-        run_id: format!("{}-{}-rerun", r.suite, r.kernel),
-        run_dir: out.to_path_buf(),
-        kernel,
-        suite,
-        variant: r.variant.clone(),
-        seed: r.seed,
-        accel,
-        bios: r.bios,
-        timeout: Duration::from_secs(r.timeout_secs),
-        backend_bin: r.backend_bin.clone(),
-        qemu_bin: r.qemu_bin.clone(),
-        pair: None,
-        pin_vcpus: r.pin_vcpus,
-    };
-    Ok(execute(&spec, r))
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
+        kernel_spec: None,
         suite: suite.name.clone(),
         suites_dir: suite.dir.clone(),
         variant: None,
@@ -211,6 +212,7 @@ fn hang_times_out_and_matrix_goes_on() {
     let out = keep_dir("timeout-matrix");
     let cfg = MatrixConfig {
         kernels: vec![KERNEL.into()],
+        kernel_specs: vec![KERNEL.into()],
         suite: Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap(),
         variants: vec![None],
         repeat: 2,
@@ -265,6 +267,7 @@ fn backend_start_failure_is_retried_and_kept() {
     let out = keep_dir("bad-backend");
     let cfg = MatrixConfig {
         kernels: vec![KERNEL.into()],
+        kernel_specs: vec![KERNEL.into()],
         suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
         variants: vec![None],
         repeat: 1,

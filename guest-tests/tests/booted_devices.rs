@@ -75,6 +75,7 @@ fn boot(
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
+        kernel_spec: None,
         suite: s.name.clone(),
         suites_dir: s.dir.clone(),
         variant: variant.map(str::to_string),

@@ -490,6 +490,7 @@ const GUEST_TESTS_LAYERS: &[&[&str]] = &[
     &["executor"],
     &["matrix"],
     &["batch"],
+    &["bisect"],
     &["cli"],
 ];
 

@@ -12,8 +12,10 @@ use crate::matrix::{self, Index, MatrixConfig, MatrixError};
 use crate::results::load_runs;
 use crate::suite::{self, Suite};
 
+mod bisect;
 mod run;
 use crate::{compare, report};
+pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
 
 #[derive(Parser, Debug)]
@@ -70,6 +72,12 @@ pub enum Cmd {
     /// (Internal) run array task TASK of the matrix in DIR: what a Slurm node executes.
     #[command(hide = true)]
     RunOne { dir: PathBuf, task: usize },
+    /// Find the first bad commit (or patch) of a kernel tree by booting and measuring: every
+    /// step is decided by a sequential test against the good and bad ends, resumable.
+    Bisect(Box<BisectArgs>),
+    /// Build and boot the tree's checkout, classify it against good and bad runs: exit 0
+    /// (good), 1 (bad), 125 (cannot decide, build or boot failed), for `git bisect run`.
+    Judge(Box<JudgeArgs>),
 }
 
 fn split_kernels(k: Option<&str>) -> Vec<String> {
@@ -322,6 +330,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
                 Err(e) => fail(e, 1),
             }
         }
+        Cmd::Bisect(a) => bisect::bisect_cmd(*a),
+        Cmd::Judge(a) => bisect::judge_cmd(*a),
         Cmd::Images(args) => match images::cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code() as u8),

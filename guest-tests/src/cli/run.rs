@@ -15,7 +15,8 @@ use crate::suite::{self, Bios, Suite};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Comma-separated kernel variants (images/kernels.toml).
+    /// Comma-separated kernels: variants of images/kernels.toml, or ad-hoc kernels
+    /// `LABEL=tree:PATH[@REV][+patch:FILE]...` / `LABEL=VARIANT+patch:FILE...`.
     #[arg(long, default_value = "rt,rt+seed000")]
     kernels: String,
     #[arg(long, default_value = "seed000-rt-lock")]
@@ -163,15 +164,19 @@ impl TryFrom<RunArgs> for MatrixConfig {
     fn try_from(a: RunArgs) -> Result<Self, String> {
         let dir = a.suites_dir.unwrap_or_else(suite::default_dir);
         let suite = Suite::load(&dir, &a.suite).map_err(|e| e.to_string())?;
-        let kernels: Vec<String> = a.kernels.split(',').map(|k| k.trim().to_string()).collect();
-        if kernels.iter().any(|k| k.is_empty()) {
+        let kernel_specs: Vec<String> =
+            a.kernels.split(',').map(|k| k.trim().to_string()).collect();
+        if kernel_specs.iter().any(|k| k.is_empty()) {
             return Err(format!("--kernels '{}': empty kernel name", a.kernels));
         }
-        // Every name is checked before any kernel is built or anything is created.
+        // Every name, tree and patch is checked before any kernel is built or anything is created.
         let manifest = images::manifest::Manifest::load(&images::manifest_path())
             .map_err(|e| e.to_string())?;
-        for k in &kernels {
-            manifest.variant(k).map_err(|e| e.to_string())?;
+        let mut kernels = Vec::new();
+        for k in &kernel_specs {
+            let spec = images::spec::KernelSpec::parse(k)?;
+            spec.check(&manifest)?;
+            kernels.push(spec.label);
         }
         let mut seen = std::collections::BTreeSet::new();
         if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
@@ -294,6 +299,7 @@ impl TryFrom<RunArgs> for MatrixConfig {
         }
         Ok(MatrixConfig {
             kernels,
+            kernel_specs,
             suite,
             variants,
             repeat,

@@ -25,6 +25,9 @@ pub enum ImagesCmd {
         /// Build this kernel git tree instead of the variant's Debian source.
         #[arg(long)]
         kernel_tree: Option<PathBuf>,
+        /// The revision of --kernel-tree to build (default: its checkout, uncommitted changes too).
+        #[arg(long, requires = "kernel_tree")]
+        rev: Option<String>,
         /// A patch applied after the variant's own (repeatable, in order).
         #[arg(long = "patch")]
         patches: Vec<PathBuf>,
@@ -51,6 +54,7 @@ pub fn run(args: &ImagesArgs) -> Result<(), ImageError> {
         ImagesCmd::Build {
             variants,
             kernel_tree,
+            rev,
             patches,
             cache,
             verify_reproducible,
@@ -59,6 +63,7 @@ pub fn run(args: &ImagesArgs) -> Result<(), ImageError> {
             let opts = ImageOptions {
                 cache_dir: cache.clone(),
                 kernel_tree: kernel_tree.clone(),
+                kernel_rev: rev.clone(),
                 extra_patches: patches.clone(),
                 progress: !quiet,
             };
@@ -135,7 +140,7 @@ fn verify_variant(
 ) -> Result<(), ImageError> {
     let ctx = Ctx::new(&super::cache_dir(opts), opts.progress)?;
     let v = m.variant(name)?;
-    if matches!(m.source_of(v), Source::DebianSource { .. }) {
+    if m.source_of(v).is_source() {
         let t = Instant::now();
         let again = kernel::ensure(&ctx, m, v, opts, true)?;
         same(
@@ -161,7 +166,7 @@ fn verify_variant(
             let pre = super::prebuilt::ensure(&ctx, m, v)?;
             super::modules::resolve(&pre.modules_dir, &v.modules)?
         }
-        Source::DebianSource { .. } => Vec::new(),
+        Source::DebianSource { .. } | Source::GitTree { .. } => Vec::new(),
     };
     let again = super::sha256_hex(&initramfs::assemble(&ctx, m, &mods)?.to_bytes());
     same(

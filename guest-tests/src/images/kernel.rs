@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use super::gitsrc::GitSource;
 use super::manifest::{Manifest, Source, Variant};
 use super::patches::{self, Patch};
 use super::util::{self, Ctx, Lock};
@@ -18,6 +19,9 @@ pub struct BuiltKernel {
     pub release: String,
     pub bzimage: PathBuf,
     pub bzimage_sha256: String,
+    /// The cache key's input lines (empty for a prebuilt kernel).
+    #[serde(default)]
+    pub inputs: Vec<String>,
 }
 
 /// `kernel.json` next to a cached bzImage: what went in and how long it took.
@@ -41,18 +45,17 @@ enum Tree {
         sha256: String,
         tarball: String,
     },
-    /// A developer's git tree: path and content identity (HEAD + uncommitted changes).
-    Git { path: PathBuf, identity: String },
+    /// A developer's git tree at one commit (or its checkout with uncommitted changes).
+    Git(GitSource),
 }
 
 impl Tree {
     fn resolve(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Tree, ImageError> {
         if let Some(path) = &opts.kernel_tree {
-            let path = path.canonicalize().map_err(|e| ImageError::io(path, e))?;
-            return Ok(Tree::Git {
-                identity: git_identity(&path)?,
+            return Ok(Tree::Git(GitSource::resolve(
                 path,
-            });
+                opts.kernel_rev.as_deref(),
+            )?));
         }
         match m.source_of(v) {
             Source::DebianSource {
@@ -66,6 +69,10 @@ impl Tree {
                 sha256: sha256.clone(),
                 tarball: tarball.clone(),
             }),
+            Source::GitTree { path, rev } => Ok(Tree::Git(GitSource::resolve(
+                &m.path(path),
+                rev.as_deref(),
+            )?)),
             Source::DebianPrebuilt { .. } => Err(ImageError::Usage(format!(
                 "variant '{}' is not built from source",
                 v.name
@@ -81,54 +88,23 @@ impl Tree {
                 sha256,
                 ..
             } => format!("source=debian-source {package} {version} sha256={sha256}"),
-            Tree::Git { identity, .. } => format!("source=git {identity}"),
+            Tree::Git(g) => format!("source=git {}", g.identity),
         }
     }
 
-    /// The work directory of this source (src/ and build/ inside).
+    /// The work directory of this source (src/ and build/ inside): one per Debian version, one
+    /// per git tree path (every commit of a tree shares its build directory).
     fn workdir(&self, cache: &Path) -> PathBuf {
         match self {
             Tree::Debian { version, .. } => cache
                 .join("kernel")
                 .join(format!("debian-{}", util::safe_name(version))),
-            Tree::Git { path, .. } => cache.join("kernel").join(format!(
+            Tree::Git(g) => cache.join("kernel").join(format!(
                 "tree-{}",
-                &sha256_hex(path.to_string_lossy().as_bytes())[..12]
+                &sha256_hex(g.path.to_string_lossy().as_bytes())[..12]
             )),
         }
     }
-}
-
-fn git_identity(path: &Path) -> Result<String, ImageError> {
-    let git = |args: &[&str]| {
-        util::output(
-            Command::new("git").arg("-C").arg(path).args(args),
-            &format!("git {} in {}", args.join(" "), path.display()),
-        )
-        .map_err(|_| {
-            ImageError::Usage(format!(
-                "--kernel-tree {} must be a git work tree (git {} failed)",
-                path.display(),
-                args.join(" ")
-            ))
-        })
-    };
-    let head = git(&["rev-parse", "HEAD"])?;
-    let status = git(&["status", "--porcelain=v1", "--untracked-files=all"])?;
-    let diff = git(&["diff", "HEAD", "--binary"])?;
-    let mut all = format!("{status}\0{diff}").into_bytes();
-    // Untracked files by content too (status names them, diff does not show them).
-    for f in git(&["ls-files", "-z", "--others", "--exclude-standard"])?.split('\0') {
-        if !f.is_empty() {
-            all.extend_from_slice(f.as_bytes());
-            all.extend(std::fs::read(path.join(f)).unwrap_or_default());
-        }
-    }
-    Ok(format!(
-        "head={} changes={}",
-        head.trim(),
-        &sha256_hex(&all)[..16]
-    ))
 }
 
 /// The patch stack of a variant: its own patches, then the user's.
@@ -222,6 +198,7 @@ pub fn ensure(
                 release: r.release,
                 bzimage: out.join("bzImage"),
                 bzimage_sha256: r.bzimage_sha256,
+                inputs: r.inputs,
             });
         }
     }
@@ -240,7 +217,13 @@ pub fn ensure(
         }
     }
     let started = Instant::now();
-    let epoch = prepare_source(ctx, &tree, &work)?;
+    let epoch = match &tree {
+        Tree::Git(g) => {
+            util::mkdirs(&work)?;
+            g.sync(&work, &work.join("build.log"))?
+        }
+        Tree::Debian { .. } => prepare_source(ctx, &tree, &work)?,
+    };
     let src = work.join("src");
     patches::switch_stack(&src, &stack(m, v, opts)?)?;
     let build = work.join("build");
@@ -264,7 +247,7 @@ pub fn ensure(
         release: release.clone(),
         bzimage_sha256: sha.clone(),
         key,
-        inputs: lines,
+        inputs: lines.clone(),
         build_secs: secs,
     };
     let json = serde_json::to_vec_pretty(&rec).map_err(|e| ImageError::Tool(e.to_string()))?;
@@ -274,6 +257,7 @@ pub fn ensure(
         release,
         bzimage: dest.join("bzImage"),
         bzimage_sha256: sha,
+        inputs: lines,
     })
 }
 
@@ -326,29 +310,7 @@ fn prepare_source(ctx: &Ctx, tree: &Tree, work: &Path) -> Result<i64, ImageError
                 use std::os::unix::fs::MetadataExt;
                 meta.mtime()
             }
-            Tree::Git { path, .. } => {
-                let script = format!(
-                    "cd '{}' && git ls-files -z --cached --others --exclude-standard | \
-                     tar --null -T - --ignore-failed-read -c | tar -x -C '{}'",
-                    path.display(),
-                    tmp.display()
-                );
-                util::run_logged(
-                    Command::new("sh").arg("-c").arg(&script),
-                    "copy kernel tree",
-                    &log,
-                    |_| {},
-                )?;
-                std::fs::rename(&tmp, &src).map_err(|e| ImageError::io(&tmp, e))?;
-                let ct = util::output(
-                    Command::new("git")
-                        .arg("-C")
-                        .arg(path)
-                        .args(["log", "-1", "--format=%ct"]),
-                    "git log",
-                )?;
-                ct.trim().parse().unwrap_or(0)
-            }
+            Tree::Git(_) => unreachable!("git trees are synced by GitSource::sync"),
         };
         let _ = std::fs::remove_dir_all(&tmp);
         util::write_atomic(&epoch_file, epoch.to_string().as_bytes())?;
@@ -552,38 +514,5 @@ mod tests {
         other.push("patch=p sha256=2".into());
         assert_ne!(key_of(&base), key_of(&other));
         assert_eq!(key_of(&base), key_of(&base.clone()));
-    }
-
-    #[test]
-    fn a_git_tree_identity_follows_commits_and_uncommitted_changes() {
-        let d = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .arg("-C")
-                .arg(d.path())
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
-        git(&["add", "Makefile"]);
-        git(&["commit", "-qm", "one"]);
-        let a = git_identity(d.path()).unwrap();
-        assert_eq!(a, git_identity(d.path()).unwrap());
-        std::fs::write(d.path().join("Makefile"), "all: x\n").unwrap();
-        let b = git_identity(d.path()).unwrap();
-        assert_ne!(a, b, "an uncommitted edit changes the identity");
-        std::fs::write(d.path().join("new.c"), "int x;\n").unwrap();
-        let c = git_identity(d.path()).unwrap();
-        assert_ne!(b, c, "an untracked file too");
-        std::fs::write(d.path().join("new.c"), "int y;\n").unwrap();
-        assert_ne!(c, git_identity(d.path()).unwrap(), "and its content");
-        let e = git_identity(&d.path().join("nope")).unwrap_err();
-        assert!(matches!(e, ImageError::Usage(_)));
     }
 }

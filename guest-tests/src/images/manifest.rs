@@ -26,6 +26,13 @@ pub enum Source {
         sha256: String,
         tarball: String,
     },
+    /// A developer's git tree (`path` relative to the manifest or absolute), at `rev` or, without
+    /// it, the current checkout with its uncommitted changes. Built like a Debian source.
+    GitTree {
+        path: PathBuf,
+        #[serde(default)]
+        rev: Option<String>,
+    },
 }
 
 impl Source {
@@ -34,6 +41,7 @@ impl Source {
             Source::DebianPrebuilt { package, .. } | Source::DebianSource { package, .. } => {
                 package
             }
+            Source::GitTree { .. } => "git-tree",
         }
     }
     pub fn version(&self) -> &str {
@@ -41,12 +49,21 @@ impl Source {
             Source::DebianPrebuilt { version, .. } | Source::DebianSource { version, .. } => {
                 version
             }
+            Source::GitTree { rev, .. } => rev.as_deref().unwrap_or("checkout"),
         }
     }
-    pub fn sha256(&self) -> &str {
+    /// The package's sha256 (None for a git tree, identified by its commit instead).
+    pub fn sha256(&self) -> Option<&str> {
         match self {
-            Source::DebianPrebuilt { sha256, .. } | Source::DebianSource { sha256, .. } => sha256,
+            Source::DebianPrebuilt { sha256, .. } | Source::DebianSource { sha256, .. } => {
+                Some(sha256)
+            }
+            Source::GitTree { .. } => None,
         }
+    }
+    /// Built from source (a Debian source package or a git tree).
+    pub fn is_source(&self) -> bool {
+        !matches!(self, Source::DebianPrebuilt { .. })
     }
 }
 
@@ -145,7 +162,7 @@ impl Manifest {
 
     fn validate(&self) -> Result<(), String> {
         for (name, s) in &self.sources {
-            if !is_sha256(s.sha256()) {
+            if s.sha256().is_some_and(|h| !is_sha256(h)) {
                 return Err(format!(
                     "source '{name}': sha256 must be 64 lowercase hex digits"
                 ));
@@ -184,7 +201,7 @@ impl Manifest {
                         ));
                     }
                 }
-                Source::DebianSource { .. } => {
+                Source::DebianSource { .. } | Source::GitTree { .. } => {
                     if v.fragment.is_none() {
                         return Err(format!(
                             "variant '{}': a source build needs a fragment",
@@ -344,6 +361,30 @@ modules = ["virtio_blk"]
         assert!(err("[[variant]]\nname = \"x\"\nsource = \"pre\"\n[[variant]]\nname = \"x\"\nsource = \"pre\"")
             .contains("defined twice"));
         assert!(err("[[variant]]\nname = \"x\"\nsource = \"pre\"\ncolour = 1").contains("colour"));
+    }
+
+    #[test]
+    fn a_git_tree_source_needs_no_sha256_but_a_fragment() {
+        let d = fixture();
+        let t = text("[[variant]]\nname = \"mine\"\nsource = \"tree\"\nfragment = \"frag.config\"")
+            .replace("[sources.pre]", "[sources.tree]\nkind = \"git-tree\"\npath = \"/src/linux\"\nrev = \"v6.12.5\"\n[sources.pre]");
+        let m = Manifest::parse(&t, d.path()).unwrap();
+        let v = m.variant("mine").unwrap();
+        assert_eq!(
+            m.source_of(v),
+            &Source::GitTree {
+                path: "/src/linux".into(),
+                rev: Some("v6.12.5".into())
+            }
+        );
+        assert!(m.source_of(v).is_source());
+        let t = text("[[variant]]\nname = \"mine\"\nsource = \"tree\"").replace(
+            "[sources.pre]",
+            "[sources.tree]\nkind = \"git-tree\"\npath = \"/x\"\n[sources.pre]",
+        );
+        assert!(Manifest::parse(&t, d.path())
+            .unwrap_err()
+            .contains("needs a fragment"));
     }
 
     #[test]

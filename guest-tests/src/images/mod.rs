@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod cpio;
 pub mod fio;
+pub mod gitsrc;
 pub mod initramfs;
 pub mod job;
 pub mod kernel;
@@ -23,6 +24,7 @@ pub mod manifest;
 pub mod modules;
 pub mod patches;
 pub mod prebuilt;
+pub mod spec;
 mod util;
 
 use std::path::{Path, PathBuf};
@@ -47,6 +49,10 @@ pub struct KernelImage {
     pub initramfs_sha256: String,
     /// Extra kernel command-line words this kernel needs (may be empty).
     pub cmdline: String,
+    /// What it was built from: the `--kernels` element, then the cache key's input lines
+    /// (source with a git tree's commit and dirty state, fragment, patches with sha256).
+    #[serde(default)]
+    pub inputs: Vec<String>,
 }
 
 /// Options for building or locating images.
@@ -56,6 +62,8 @@ pub struct ImageOptions {
     pub cache_dir: Option<PathBuf>,
     /// A developer's own kernel tree, used instead of Debian's linux-source.
     pub kernel_tree: Option<PathBuf>,
+    /// The revision of `kernel_tree` to build (None: its checkout, uncommitted changes too).
+    pub kernel_rev: Option<String>,
     /// Extra patches applied after the variant's own.
     pub extra_patches: Vec<PathBuf>,
     /// Show a progress bar.
@@ -158,10 +166,12 @@ fn check_request(
     Ok(())
 }
 
-/// Builds (or takes from the cache) what `variant` needs to boot.
-pub fn ensure(variant: &str, opts: &ImageOptions) -> Result<KernelImage, ImageError> {
+/// Builds (or takes from the cache) what `kernel` (a variant name or an ad-hoc kernel of the
+/// [`spec`] grammar) needs to boot.
+pub fn ensure(kernel: &str, opts: &ImageOptions) -> Result<KernelImage, ImageError> {
     let m = manifest::Manifest::load(&manifest_path())?;
-    ensure_with(&m, variant, opts)
+    let k = spec::KernelSpec::parse(kernel).map_err(ImageError::Usage)?;
+    ensure_spec(&m, &k, opts)
 }
 
 /// [`ensure`] with an already loaded manifest.
@@ -180,7 +190,7 @@ pub fn ensure_with(
             let mods = modules::resolve(&pre.modules_dir, &v.modules)?;
             (pre.kernel, mods)
         }
-        manifest::Source::DebianSource { .. } => {
+        manifest::Source::DebianSource { .. } | manifest::Source::GitTree { .. } => {
             let k = kernel::ensure(&ctx, m, v, opts, false)?;
             (k, Vec::new())
         }
@@ -194,7 +204,29 @@ pub fn ensure_with(
         initramfs,
         initramfs_sha256,
         cmdline: v.cmdline.clone(),
+        inputs: kernel.inputs,
     })
+}
+
+/// Builds (or takes from the cache) an element of `--kernels` (a variant name or an ad-hoc
+/// kernel, [`spec`]); the image carries the spec's label as its variant name.
+pub fn ensure_spec(
+    m: &manifest::Manifest,
+    k: &spec::KernelSpec,
+    opts: &ImageOptions,
+) -> Result<KernelImage, ImageError> {
+    let mut o = opts.clone();
+    if let spec::Base::Tree { path, rev } = &k.base {
+        o.kernel_tree = Some(path.clone());
+        o.kernel_rev = rev.clone();
+    }
+    o.extra_patches.extend(k.patches.iter().cloned());
+    let mut img = ensure_with(m, k.base_variant(), &o)?;
+    if !k.is_plain() {
+        img.variant = k.label.clone();
+        img.inputs.insert(0, format!("spec={}", k.text));
+    }
+    Ok(img)
 }
 
 /// One row of [`list`]: a variant and what of it is cached.
@@ -215,7 +247,9 @@ pub fn list(opts: &ImageOptions) -> Result<Vec<VariantStatus>, ImageError> {
     for v in &m.variants {
         let cached = match m.source_of(v) {
             manifest::Source::DebianPrebuilt { .. } => prebuilt::cached(&cache, m.source_of(v)),
-            manifest::Source::DebianSource { .. } => kernel::cached(&cache, &m, v, opts)?,
+            manifest::Source::DebianSource { .. } | manifest::Source::GitTree { .. } => {
+                kernel::cached(&cache, &m, v, opts)?
+            }
         };
         out.push(VariantStatus {
             name: v.name.clone(),

@@ -12,7 +12,7 @@ use std::process::Command;
 use super::{sha256_hex, ImageError};
 
 /// Where the applied copies live inside the work tree (outside the kernel's own files).
-const STATE_DIR: &str = ".vb-applied";
+pub(crate) const STATE_DIR: &str = ".vb-applied";
 
 /// One patch of a stack: its origin (for messages) and content.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -43,11 +43,17 @@ fn find_vmlinuz(root: &Path) -> Result<(PathBuf, String), ImageError> {
 /// Downloads and extracts the variant's package (once) and returns its kernel.
 pub fn ensure(ctx: &Ctx, m: &Manifest, v: &Variant) -> Result<Prebuilt, ImageError> {
     let s = m.source_of(v);
+    let Some(sha256) = s.sha256() else {
+        return Err(ImageError::Usage(format!(
+            "variant '{}' is not a prebuilt kernel",
+            v.name
+        )));
+    };
     let dir = dir_of(&ctx.cache, s);
     let _lock = Lock::take(&dir)?;
     let root = dir.join("root");
     if !dir.join("extracted").is_file() {
-        let deb = util::download_deb(ctx, s.package(), s.version(), s.sha256())?;
+        let deb = util::download_deb(ctx, s.package(), s.version(), sha256)?;
         let tmp = dir.join("root.tmp");
         for p in [&tmp, &root] {
             if p.exists() {
@@ -62,7 +68,7 @@ pub fn ensure(ctx: &Ctx, m: &Manifest, v: &Variant) -> Result<Prebuilt, ImageErr
         )?;
         pb.finish_and_clear();
         std::fs::rename(&tmp, &root).map_err(|e| ImageError::io(&tmp, e))?;
-        util::write_atomic(&dir.join("extracted"), s.sha256().as_bytes())?;
+        util::write_atomic(&dir.join("extracted"), sha256.as_bytes())?;
     }
     let (vmlinuz, release) = find_vmlinuz(&root)?;
     let sha_file = dir.join("bzImage.sha256");
@@ -80,6 +86,7 @@ pub fn ensure(ctx: &Ctx, m: &Manifest, v: &Variant) -> Result<Prebuilt, ImageErr
             release,
             bzimage: vmlinuz,
             bzimage_sha256: sha,
+            inputs: Vec::new(),
         },
     })
 }

@@ -16,6 +16,9 @@ pub const RERUN_FILE: &str = "rerun.json";
 #[serde(deny_unknown_fields)]
 pub struct RerunInfo {
     pub kernel: String,
+    /// An ad-hoc kernel's `--kernels` element (`LABEL=tree:...`), when `kernel` is its label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_spec: Option<String>,
     pub suite: String,
     pub suites_dir: PathBuf,
     pub variant: Option<String>,
@@ -62,6 +65,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let r = RerunInfo {
             kernel: "rt".into(),
+            kernel_spec: None,
             suite: "smoke".into(),
             suites_dir: "/s".into(),
             variant: Some("msix-20us".into()),

@@ -91,6 +91,7 @@ fn provenance(spec: &RunSpec, raw: &RawRun, host: HostInfo, started_at: String) 
             variant: spec.kernel.variant.clone(),
             release: spec.kernel.release.clone(),
             bzimage_sha256: spec.kernel.bzimage_sha256.clone(),
+            inputs: spec.kernel.inputs.clone(),
         },
         initramfs_sha256: spec.kernel.initramfs_sha256.clone(),
         backend: BackendProvenance {

@@ -56,6 +56,11 @@ pub struct KernelProvenance {
     /// `uname -r` (filled from the guest's `meta` when the harness leaves it empty).
     pub release: String,
     pub bzimage_sha256: String,
+    /// What the kernel was built from: an ad-hoc kernel's `spec=...`, then the build's inputs
+    /// (`source=git head=<commit> dirty=<bool> changes=<hash>`, fragment, `patch=<name>
+    /// sha256=<hash>`, toolchain); empty for a prebuilt kernel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# ci/exp-bisect.sh [RUNS]: the end-to-end bisection experiment (docs/results/bisect/README.md).
+#
+# Makes a real git history from Debian's linux-source-6.12: the Debian source (commit "base"),
+# seed 000 applied on it (tag "good": no queue_lock wait), then per run a branch of 31 small
+# commits (comment lines appended to block/ and lib/ files that the rt kernel compiles), one of
+# which is `git revert good` at a random position. The position is written to a secret file
+# that the bisector is not given. Then `guest-tests bisect --good good --bad <branch>` on the
+# seed000-lockwait suite, and the answer is checked against the secret.
+#
+# All runs use one tree (one build directory: incremental builds with ccache). Heavy commands
+# run under the shared CPU lock ($VB_CPU_LOCK, default /tmp/vb-cpu.lock), one at a time.
+# Env: VB_CACHE, EXP_DIR (default $VB_CACHE/exp-bisect), EXP_SEED (positions; default: time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export VB_CACHE=${VB_CACHE:-$ROOT/.cache}
+EXP=${EXP_DIR:-$VB_CACHE/exp-bisect}
+RUNS=${1:-3}
+LOCK=${VB_CPU_LOCK:-/tmp/vb-cpu.lock}
+DOCS=$ROOT/docs/results/bisect
+SEED=${EXP_SEED:-$(date +%s)}
+TREE=$EXP/linux
+GT=$ROOT/target/release/guest-tests
+mkdir -p "$EXP" "$DOCS"
+export GIT_AUTHOR_NAME=vb GIT_AUTHOR_EMAIL=vb@localhost GIT_COMMITTER_NAME=vb \
+    GIT_COMMITTER_EMAIL=vb@localhost GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' \
+    GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'
+g() { git -C "$TREE" "$@"; }
+
+flock "$LOCK" cargo build -q --release -p guest-tests -p vhost-blk
+[ -e "$TREE/.git" ] || flock "$LOCK" ci/kernel-git.sh "$TREE"
+if ! g rev-parse -q --verify refs/tags/good >/dev/null; then
+    g tag base
+    patch -d "$TREE" -p1 --fuzz=0 -s < images/patches/seed000.patch
+    g commit -q -am "block/blk-mq: replace queue_lock in blk_mq_run_hw_queue with smp_mb (seed 000)"
+    g tag good
+fi
+# Files the rt kernel compiles; each commit appends one comment line to one of them.
+FILES=(block/bio.c block/blk-core.c block/blk-flush.c block/blk-ioc.c block/blk-lib.c
+    block/blk-map.c block/blk-merge.c block/blk-settings.c block/blk-stat.c block/blk-sysfs.c
+    block/blk-timeout.c block/genhd.c block/ioctl.c block/elevator.c block/bdev.c
+    block/blk-mq-tag.c block/blk-mq-sched.c block/blk-mq-sysfs.c block/blk-mq-cpumap.c
+    block/badblocks.c block/fops.c block/ioprio.c block/disk-events.c block/bsg.c
+    block/blk-rq-qos.c block/blk-ia-ranges.c block/early-lookup.c block/mq-deadline.c
+    block/kyber-iosched.c block/blk-mq-virtio.c)
+SUMMARY=$DOCS/runs.tsv
+[ -f "$SUMMARY" ] || printf 'run\tseed\tposition\tcandidates\tfound\tverdict\tdecided_steps\tskipped\tboots_per_step\tmedian_boots\twall_per_step_s\ttotal_wall_s\tdrift\n' > "$SUMMARY"
+for k in $(seq 1 "$RUNS"); do
+    name=run-$SEED-$k
+    RANDOM=$((SEED + k))
+    pos=$((RANDOM % 31))
+    g checkout -q -B "exp-$name" good
+    for i in $(seq 0 30); do
+        if [ "$i" = "$pos" ]; then
+            g revert --no-edit good >/dev/null
+        else
+            f=${FILES[$((i % ${#FILES[@]}))]}
+            printf '/* bisect experiment %s: unrelated change %d */\n' "$name" "$i" >> "$TREE/$f"
+            g commit -q -am "${f%.c}: comment line $i ($name)"
+        fi
+    done
+    # The secret: kept outside the bisector's arguments, read only after it answered.
+    secret=$(g log --format=%H --grep='^Revert' -1)
+    echo "$secret $pos" > "$EXP/secret-$name"
+    g checkout -q --detach good
+    out=$EXP/$name
+    start=$(date +%s)
+    set +e
+    flock "$LOCK" "$GT" bisect --tree "$TREE" --good good --bad "exp-$name" \
+        --suite seed000-lockwait --accel tcg --no-progress --seed "$k" --out "$out" \
+        | tee "$EXP/$name.out"
+    set -e
+    wall=$(( $(date +%s) - start ))
+    read -r secret pos < "$EXP/secret-$name"
+    mkdir -p "$DOCS/$name"
+    cp "$out"/bisect.json "$out"/bisect.log "$out"/bisect.md "$out"/journal.json "$DOCS/$name/" || true
+    python3 - "$out/bisect.json" "$secret" "$pos" "$name" "$SEED" "$wall" >> "$SUMMARY" <<'PY'
+import json, statistics, sys
+o = json.load(open(sys.argv[1])); secret, pos, name, seed, wall = sys.argv[2:7]
+a = o["answer"]; found = a.get("id", a["kind"])
+steps = o["steps"]; decided = [s for s in steps if s["verdict"] != "skip"]
+boots = [len(s["values"]) for s in steps]
+drift = o.get("drift") or {}
+print("\t".join(map(str, [name, seed, int(pos) + 1, len(o["candidates"]), found[:12],
+    "FOUND" if found == secret else "WRONG", len(decided), len(steps) - len(decided),
+    ",".join(map(str, boots)), statistics.median(boots) if boots else "-",
+    ",".join("%.0f" % s["wall_s"] for s in steps), wall, drift.get("drifted")])))
+PY
+    tail -1 "$SUMMARY"
+done

@@ -1,0 +1,479 @@
+//! The bisection itself, over an ordered list of candidates, with builds, boots and the clock
+//! injected through [`Lab`] (the real one builds and boots kernels; tests feed synthetic streams).
+//!
+//! Rules:
+//! 1. Candidate 0 is the good end, the last candidate the bad end. Both are built and booted
+//!    `ref_boots` times each, interleaved (G B G B ...). They must separate
+//!    ([`super::classify::separation`]), else the bisection stops and says why.
+//! 2. Each step takes the untested, unskipped candidate nearest the middle of the open range
+//!    (good, bad) (ties: the earlier one), builds it and boots it until the classifier decides
+//!    or the step budget (boots, and seconds on the injected clock) is spent.
+//! 3. A build that fails, a boot that fails and an undecided step are `skip`: the candidate is
+//!    left out, as `git bisect skip` does. When only skipped candidates remain between the last
+//!    good and the first bad, the answer is the set of them plus the first bad.
+//! 4. At the end the good and bad ends are booted again (`drift_boots` each, interleaved; an
+//!    end not yet decided is booted on up to the step's `max_boots`) and classified against the
+//!    first references; if either is not classified as itself, the host drifted during the
+//!    bisection and the answer is flagged.
+//! 5. Every build and boot is an [`Event`] in a journal, saved after each one. Given the journal
+//!    of an interrupted bisection, the driver replays it (no build, no boot) and goes on where
+//!    it stopped: the decisions are a pure function of the events.
+//! 6. The log has `git bisect` lines (`git bisect good|bad|skip <id>` with `# good: [id] subject`
+//!    comments, as `git bisect log` writes them), so `git bisect replay` accepts it for a tree.
+
+use serde::{Deserialize, Serialize};
+
+use super::classify::{separation, Class, Classifier, ClassifierPlan, Sample};
+
+/// One kernel to test: a commit (id = its sha) or a prefix of a patch series.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: String,
+    pub subject: String,
+}
+
+/// Why a build or boot did not give a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// This candidate cannot be built or booted: skip it (the reason is logged).
+    Skip(String),
+    /// Stop the whole bisection (interrupted, infrastructure gone); resumable.
+    Abort(String),
+}
+
+/// Builds, boots and the clock.
+pub trait Lab {
+    fn build(&mut self, c: usize) -> Result<(), Failure>;
+    /// One boot of candidate `c`: the metric's value.
+    fn boot(&mut self, c: usize) -> Result<f64, Failure>;
+    /// Seconds on a monotonic clock.
+    fn now(&mut self) -> f64;
+    /// A progress line.
+    fn say(&mut self, _line: &str) {}
+}
+
+/// The journal's entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Build {
+        cand: usize,
+        ok: bool,
+        note: String,
+    },
+    Boot {
+        cand: usize,
+        value: Option<f64>,
+        note: String,
+    },
+}
+
+/// The bisection's knobs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BisectPlan {
+    pub classifier: ClassifierPlan,
+    pub ref_boots: usize,
+    pub drift_boots: usize,
+    /// Seconds per step (build + boots); the boot that crosses it is the step's last.
+    pub step_budget_s: f64,
+}
+
+impl Default for BisectPlan {
+    fn default() -> Self {
+        BisectPlan {
+            classifier: ClassifierPlan::default(),
+            ref_boots: 4,
+            drift_boots: 2,
+            step_budget_s: 240.0,
+        }
+    }
+}
+
+/// A step's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Good,
+    Bad,
+    Skip,
+}
+
+impl Verdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+            Verdict::Skip => "skip",
+        }
+    }
+}
+
+/// One step of the bisection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub cand: usize,
+    pub id: String,
+    pub subject: String,
+    pub values: Vec<f64>,
+    pub sample: Sample,
+    pub ci95: Option<f64>,
+    pub llr: f64,
+    pub verdict: Verdict,
+    pub reason: String,
+    pub wall_s: f64,
+}
+
+/// The good/bad re-measure at the end (rule 4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    pub good_again: Vec<f64>,
+    pub bad_again: Vec<f64>,
+    pub good_class: Class,
+    pub bad_class: Class,
+    pub drifted: bool,
+}
+
+/// What the bisection found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Answer {
+    /// The first bad candidate.
+    Found {
+        cand: usize,
+        id: String,
+        subject: String,
+    },
+    /// One of these (skipped ones, then the first bad) is the first bad.
+    Ambiguous { cands: Vec<usize> },
+    /// Stopped before bisecting (references do not separate, an end does not build).
+    Stopped { why: String },
+}
+
+/// The whole record (`bisect.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub candidates: Vec<Candidate>,
+    pub good_refs: Vec<f64>,
+    pub bad_refs: Vec<f64>,
+    pub classifier: Option<Classifier>,
+    pub steps: Vec<Step>,
+    pub drift: Option<Drift>,
+    pub answer: Answer,
+    pub log: Vec<String>,
+    pub plan: BisectPlan,
+}
+
+impl Outcome {
+    /// Steps that ended good or bad.
+    pub fn decided_steps(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.verdict != Verdict::Skip)
+            .count()
+    }
+}
+
+/// Errors that stop a bisection (the journal so far is saved; it can be resumed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    #[error("bisection aborted: {0} (resume with the same command)")]
+    Aborted(String),
+    #[error("saved state does not match this bisection at event {at}: {detail}")]
+    Diverged { at: usize, detail: String },
+    #[error("need at least 2 candidates (a good and a bad end), have {0}")]
+    TooFew(usize),
+}
+
+/// Replays the journal, then calls the lab and appends (rule 5).
+struct Recorder<'a, L: Lab> {
+    lab: &'a mut L,
+    events: Vec<Event>,
+    pos: usize,
+    save: &'a mut dyn FnMut(&[Event]),
+}
+
+impl<L: Lab> Recorder<'_, L> {
+    fn replayed(&mut self) -> Option<Event> {
+        let e = self.events.get(self.pos).cloned();
+        if e.is_some() {
+            self.pos += 1;
+        }
+        e
+    }
+
+    /// The replayed event just taken is not the one wanted.
+    fn diverged(&self, detail: String) -> SearchError {
+        SearchError::Diverged {
+            at: self.pos.saturating_sub(1),
+            detail,
+        }
+    }
+
+    fn push(&mut self, e: Event) {
+        self.events.push(e);
+        self.pos = self.events.len();
+        (self.save)(&self.events);
+    }
+
+    fn build(&mut self, cand: usize) -> Result<Result<(), String>, SearchError> {
+        match self.replayed() {
+            Some(Event::Build { cand: c, ok, note }) if c == cand => {
+                return Ok(if ok { Ok(()) } else { Err(note) })
+            }
+            Some(other) => {
+                return Err(self.diverged(format!("wanted build {cand}, saved {other:?}")))
+            }
+            None => {}
+        }
+        let (ok, note) = match self.lab.build(cand) {
+            Ok(()) => (true, String::new()),
+            Err(Failure::Skip(why)) => (false, why),
+            Err(Failure::Abort(why)) => return Err(SearchError::Aborted(why)),
+        };
+        self.push(Event::Build {
+            cand,
+            ok,
+            note: note.clone(),
+        });
+        Ok(if ok { Ok(()) } else { Err(note) })
+    }
+
+    fn boot(&mut self, cand: usize) -> Result<Result<f64, String>, SearchError> {
+        match self.replayed() {
+            Some(Event::Boot {
+                cand: c,
+                value,
+                note,
+            }) if c == cand => return Ok(value.ok_or(note)),
+            Some(other) => {
+                return Err(self.diverged(format!("wanted boot {cand}, saved {other:?}")))
+            }
+            None => {}
+        }
+        let (value, note) = match self.lab.boot(cand) {
+            Ok(v) => (Some(v), String::new()),
+            Err(Failure::Skip(why)) => (None, why),
+            Err(Failure::Abort(why)) => return Err(SearchError::Aborted(why)),
+        };
+        self.push(Event::Boot {
+            cand,
+            value,
+            note: note.clone(),
+        });
+        Ok(value.ok_or(note))
+    }
+}
+
+fn log_line(log: &mut Vec<String>, word: &str, c: &Candidate) {
+    log.push(format!("# {word}: [{}] {}", c.id, c.subject));
+    log.push(format!("git bisect {word} {}", c.id));
+}
+
+/// The next candidate to test (rule 2).
+pub fn next_candidate(lo: usize, hi: usize, skipped: &[usize]) -> Option<usize> {
+    let mid = (lo + hi) as f64 / 2.0;
+    ((lo + 1)..hi)
+        .filter(|c| !skipped.contains(c))
+        .min_by(|a, b| {
+            let (da, db) = ((*a as f64 - mid).abs(), (*b as f64 - mid).abs());
+            da.total_cmp(&db).then(a.cmp(b))
+        })
+}
+
+/// Runs (or resumes, from `journal`) the bisection of `cands`; `save` gets the journal after
+/// every new event.
+pub fn bisect<L: Lab>(
+    cands: &[Candidate],
+    plan: BisectPlan,
+    lab: &mut L,
+    journal: Vec<Event>,
+    save: &mut dyn FnMut(&[Event]),
+) -> Result<Outcome, SearchError> {
+    let n = cands.len();
+    if n < 2 {
+        return Err(SearchError::TooFew(n));
+    }
+    let (g, b) = (0, n - 1);
+    let mut rec = Recorder {
+        lab,
+        events: journal,
+        pos: 0,
+        save,
+    };
+    let mut log = vec!["git bisect start".to_string()];
+    let mut out = Outcome {
+        candidates: cands.to_vec(),
+        good_refs: vec![],
+        bad_refs: vec![],
+        classifier: None,
+        steps: vec![],
+        drift: None,
+        answer: Answer::Stopped { why: String::new() },
+        log: vec![],
+        plan,
+    };
+    let stop = |mut out: Outcome, log: Vec<String>, why: String| -> Result<Outcome, SearchError> {
+        out.answer = Answer::Stopped { why };
+        out.log = log;
+        Ok(out)
+    };
+    for (end, word) in [(b, "bad"), (g, "good")] {
+        if let Err(why) = rec.build(end)? {
+            return stop(out, log, format!("the {word} end does not build: {why}"));
+        }
+    }
+    for _ in 0..plan.ref_boots {
+        for end in [g, b] {
+            match rec.boot(end)? {
+                Ok(v) if end == g => out.good_refs.push(v),
+                Ok(v) => out.bad_refs.push(v),
+                Err(why) => {
+                    let word = if end == g { "good" } else { "bad" };
+                    return stop(out, log, format!("a boot of the {word} end failed: {why}"));
+                }
+            }
+        }
+    }
+    log_line(&mut log, "bad", &cands[b]);
+    log_line(&mut log, "good", &cands[g]);
+    if let Some(why) = separation(&out.good_refs, &out.bad_refs, &plan.classifier) {
+        return stop(out, log, why);
+    }
+    let cl = Classifier::new(&out.good_refs, &out.bad_refs, plan.classifier);
+    out.classifier = Some(cl);
+    rec.lab.say(&format!(
+        "references: good {:.4} (n={}), bad {:.4} (n={}), sigma {:.4}",
+        cl.good.mean, cl.good.n, cl.bad.mean, cl.bad.n, cl.sigma
+    ));
+    let (mut lo, mut hi) = (g, b);
+    let mut skipped: Vec<usize> = Vec::new();
+    while let Some(c) = next_candidate(lo, hi, &skipped) {
+        let t0 = rec.lab.now();
+        let mut values = Vec::new();
+        let (verdict, reason) = match rec.build(c)? {
+            Err(why) => (Verdict::Skip, format!("build failed: {why}")),
+            Ok(()) => loop {
+                match rec.boot(c)? {
+                    Err(why) => break (Verdict::Skip, format!("boot failed: {why}")),
+                    Ok(v) => values.push(v),
+                }
+                match cl.look(&values) {
+                    Class::Good => break (Verdict::Good, String::new()),
+                    Class::Bad => break (Verdict::Bad, String::new()),
+                    Class::Undecided => {
+                        break (
+                            Verdict::Skip,
+                            format!("undecided after {} boots", values.len()),
+                        )
+                    }
+                    Class::Continue if rec.lab.now() - t0 >= plan.step_budget_s => {
+                        break (
+                            Verdict::Skip,
+                            format!(
+                                "undecided when the step budget of {} s was spent",
+                                plan.step_budget_s
+                            ),
+                        )
+                    }
+                    Class::Continue => {}
+                }
+            },
+        };
+        match verdict {
+            Verdict::Good => lo = c,
+            Verdict::Bad => hi = c,
+            Verdict::Skip => skipped.push(c),
+        }
+        let sample = Sample::of(&values);
+        let step = Step {
+            cand: c,
+            id: cands[c].id.clone(),
+            subject: cands[c].subject.clone(),
+            ci95: sample.ci95(),
+            sample,
+            llr: cl.llr(&values),
+            values,
+            verdict,
+            reason,
+            wall_s: rec.lab.now() - t0,
+        };
+        rec.lab.say(&format!(
+            "step {}: {} {} -> {} ({} boots, llr {:.2}{}{})",
+            out.steps.len() + 1,
+            &step.id,
+            step.subject,
+            verdict.word(),
+            step.values.len(),
+            step.llr,
+            if step.reason.is_empty() { "" } else { "; " },
+            step.reason
+        ));
+        log_line(&mut log, verdict.word(), &cands[c]);
+        out.steps.push(step);
+    }
+    // Rule 4: the ends again, interleaved; an end not yet decided is booted on, up to the
+    // step's boot budget (undecided after 2 boots is no evidence of drift).
+    if plan.drift_boots > 0 {
+        let (mut ga, mut ba) = (Vec::new(), Vec::new());
+        for _ in 0..plan.drift_boots {
+            for end in [g, b] {
+                if let Ok(v) = rec.boot(end)? {
+                    if end == g {
+                        ga.push(v)
+                    } else {
+                        ba.push(v)
+                    }
+                }
+            }
+        }
+        for (end, vals) in [(g, &mut ga), (b, &mut ba)] {
+            while cl.look(vals) == Class::Continue {
+                match rec.boot(end)? {
+                    Ok(v) => vals.push(v),
+                    Err(_) => break,
+                }
+            }
+        }
+        let (gc, bc) = (cl.look(&ga), cl.look(&ba));
+        out.drift = Some(Drift {
+            good_again: ga,
+            bad_again: ba,
+            good_class: gc,
+            bad_class: bc,
+            drifted: gc != Class::Good || bc != Class::Bad,
+        });
+    }
+    let between: Vec<usize> = skipped
+        .iter()
+        .copied()
+        .filter(|s| *s > lo && *s < hi)
+        .collect();
+    out.answer = if between.is_empty() {
+        log.push(format!(
+            "# first bad commit: [{}] {}",
+            cands[hi].id, cands[hi].subject
+        ));
+        Answer::Found {
+            cand: hi,
+            id: cands[hi].id.clone(),
+            subject: cands[hi].subject.clone(),
+        }
+    } else {
+        let mut all = between;
+        all.sort_unstable();
+        all.push(hi);
+        log.push("# only skipped commits left to test".into());
+        for c in &all {
+            log.push(format!(
+                "# possible first bad commit: [{}] {}",
+                cands[*c].id, cands[*c].subject
+            ));
+        }
+        Answer::Ambiguous { cands: all }
+    };
+    if out.drift.as_ref().is_some_and(|d| d.drifted) {
+        log.push("# WARNING: the good/bad re-measure at the end disagrees with the references (host drift); the answer is not trusted".into());
+    }
+    out.log = log;
+    Ok(out)
+}

@@ -1,0 +1,573 @@
+//! `guest-tests bisect` and `guest-tests judge`: arguments, their validation (nothing is built
+//! or created before every name, tree, revision, patch and number is checked) and the commands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::bisect::lab::{self, BootConfig};
+use crate::bisect::{self, Answer, BisectConfig, BisectPlan, ClassifierPlan};
+use crate::images::{self, spec::KernelSpec};
+use crate::launch::backend;
+use crate::results::load_runs;
+use crate::suite::{self, Bios, Suite};
+
+/// How each boot runs and how steps are decided (shared by both commands).
+#[derive(Args, Debug, Clone)]
+pub struct StepArgs {
+    #[arg(long)]
+    suite: String,
+    /// The metric that decides (default: the suite's primary_metric).
+    #[arg(long)]
+    metric: Option<String>,
+    /// P(a good kernel is called bad) per step (Wald's bound of the SPRT).
+    #[arg(long, default_value_t = 0.01)]
+    alpha: f64,
+    /// P(a bad kernel is called good) per step.
+    #[arg(long, default_value_t = 0.01)]
+    beta: f64,
+    /// Boots before a step may be decided.
+    #[arg(long, default_value_t = 2)]
+    min_boots: usize,
+    /// Boots after which an undecided step is skipped.
+    #[arg(long, default_value_t = 6)]
+    max_boots: usize,
+    /// tcg, kvm or auto.
+    #[arg(long, default_value = "auto")]
+    accel: String,
+    /// Hard timeout per boot in seconds (default: the suite's).
+    #[arg(long)]
+    timeout: Option<u64>,
+    #[arg(long)]
+    backend_bin: Option<PathBuf>,
+    #[arg(long, default_value = "qemu-system-x86_64")]
+    qemu_bin: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long)]
+    suites_dir: Option<PathBuf>,
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Arguments of `guest-tests bisect`.
+#[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// The kernel git tree (read only: a shared clone of it is built under the cache).
+    #[arg(long)]
+    tree: Option<PathBuf>,
+    /// The good end: a revision of --tree (with --patches: the base revision).
+    #[arg(long)]
+    good: Option<String>,
+    /// The bad end: a revision of --tree.
+    #[arg(long, conflicts_with = "patches")]
+    bad: Option<String>,
+    /// Bisect this patch series (DIR/series, else DIR/*.patch by name) applied on the base:
+    /// --tree at --good, or the variant --base-variant.
+    #[arg(long)]
+    patches: Option<PathBuf>,
+    /// Base of --patches without --tree (a source variant of images/kernels.toml).
+    #[arg(long, default_value = "rt", conflicts_with = "tree")]
+    base_variant: String,
+    /// Output directory (default: results/bisect-<suite>-<UTC time>); holding this
+    /// bisection's journal.json, it is resumed.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Boots of each end before bisecting.
+    #[arg(long, default_value_t = 4)]
+    ref_boots: usize,
+    /// Boots of each end again at the end (host drift check; 0: none).
+    #[arg(long, default_value_t = 2)]
+    drift_boots: usize,
+    /// Seconds per step (build + boots).
+    #[arg(long, default_value_t = 240.0)]
+    step_budget: f64,
+    #[command(flatten)]
+    step: StepArgs,
+}
+
+/// Arguments of `guest-tests judge` (for `git bisect run`).
+#[derive(Args, Debug)]
+pub struct JudgeArgs {
+    /// Runs (results.json, e.g. `run --out` or a bisection's refs/good) of the good kernel.
+    #[arg(long)]
+    good: PathBuf,
+    /// Runs of the bad kernel.
+    #[arg(long)]
+    bad: PathBuf,
+    /// The tree whose checkout is built (default: the current directory, as `git bisect run`
+    /// leaves it).
+    #[arg(long, default_value = ".")]
+    tree: PathBuf,
+    /// Where the boots go (default: results/judge-<commit>-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    step: StepArgs,
+}
+
+fn stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    super::run::utc_stamp(secs)
+}
+
+impl StepArgs {
+    fn check(self) -> Result<(BootConfig, ClassifierPlan), String> {
+        let dir = self.suites_dir.unwrap_or_else(suite::default_dir);
+        let suite = Suite::load(&dir, &self.suite).map_err(|e| e.to_string())?;
+        let metric = match self.metric.or_else(|| suite.spec.primary_metric.clone()) {
+            Some(m) => m,
+            None => {
+                return Err(format!(
+                    "suite '{}' names no primary_metric: give --metric",
+                    suite.name
+                ))
+            }
+        };
+        if crate::metrics::registry::find(&metric).is_none() {
+            return Err(format!(
+                "--metric '{metric}' is not a metric the registry knows"
+            ));
+        }
+        for (what, v) in [("--alpha", self.alpha), ("--beta", self.beta)] {
+            if !(v > 0.0 && v < 0.5) {
+                return Err(format!("{what} {v} not in (0, 0.5)"));
+            }
+        }
+        if self.min_boots < 1 || self.min_boots > self.max_boots || self.max_boots > 50 {
+            return Err(format!(
+                "--min-boots {} / --max-boots {}: need 1 <= min <= max <= 50",
+                self.min_boots, self.max_boots
+            ));
+        }
+        let timeout = self.timeout.unwrap_or(suite.spec.timeout_secs);
+        if timeout == 0 {
+            return Err("--timeout must be positive".into());
+        }
+        let backend_bin = match self.backend_bin {
+            Some(p) if !p.is_file() => {
+                return Err(format!("--backend-bin {}: no such file", p.display()))
+            }
+            Some(p) => Some(p),
+            None => backend::default_vhost_blk(),
+        };
+        let plan = ClassifierPlan {
+            alpha: self.alpha,
+            beta: self.beta,
+            min_boots: self.min_boots,
+            max_boots: self.max_boots,
+            ..Default::default()
+        };
+        let bios: Bios = suite.spec.bios;
+        Ok((
+            BootConfig {
+                metric,
+                accel: self.accel.parse()?,
+                timeout: Duration::from_secs(timeout),
+                bios,
+                backend_bin,
+                qemu_bin: self.qemu_bin,
+                seed: self.seed,
+                pin_vcpus: true,
+                progress: !self.no_progress,
+                suite,
+            },
+            plan,
+        ))
+    }
+}
+
+fn check_out(out: &std::path::Path) -> Result<(), String> {
+    if out.display().to_string().contains(',') {
+        return Err(format!(
+            "--out {}: QEMU cannot take paths with ','",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
+impl TryFrom<BisectArgs> for BisectConfig {
+    type Error = String;
+
+    fn try_from(a: BisectArgs) -> Result<Self, String> {
+        let (boot, classifier) = a.step.check()?;
+        if !(2..=50).contains(&a.ref_boots) || a.drift_boots > 50 {
+            return Err(format!(
+                "--ref-boots {} not in 2..=50 or --drift-boots {} over 50",
+                a.ref_boots, a.drift_boots
+            ));
+        }
+        if a.step_budget.is_nan() || a.step_budget <= 0.0 {
+            return Err(format!("--step-budget {} must be positive", a.step_budget));
+        }
+        let manifest = images::manifest::Manifest::load(&images::manifest_path())
+            .map_err(|e| e.to_string())?;
+        let tree = match &a.tree {
+            Some(t) => {
+                images::spec::check_tree(t, None).map_err(|e| format!("--tree: {e}"))?;
+                Some(
+                    t.canonicalize()
+                        .map_err(|e| format!("--tree {}: {e}", t.display()))?,
+                )
+            }
+            None => None,
+        };
+        let cands = match (&a.patches, &tree) {
+            (Some(dir), _) => {
+                let files = lab::series(dir)?
+                    .into_iter()
+                    .map(|p| p.canonicalize().unwrap_or(p))
+                    .collect::<Vec<_>>();
+                let text = match (&tree, &a.good) {
+                    (Some(t), Some(g)) => format!("base=tree:{}@{g}", t.display()),
+                    (Some(_), None) => {
+                        return Err("--patches with --tree needs --good (the base revision)".into())
+                    }
+                    (None, Some(_)) => return Err("--good without --tree: give --tree".into()),
+                    (None, None) => format!("base={}", a.base_variant),
+                };
+                let base = KernelSpec::parse(&text)?;
+                base.check(&manifest)?;
+                lab::patch_candidates(&base, &files)
+            }
+            (None, Some(t)) => {
+                let (Some(g), Some(b)) = (&a.good, &a.bad) else {
+                    return Err("bisect needs --good REV and --bad REV (or --patches DIR)".into());
+                };
+                let list = lab::commit_candidates(t, g, b)?;
+                list.into_iter()
+                    .map(|c| {
+                        let s = lab::commit_spec(t, &c);
+                        (c, s)
+                    })
+                    .collect()
+            }
+            (None, None) => return Err("bisect needs --tree PATH (or --patches DIR)".into()),
+        };
+        if cands.len() < 2 {
+            return Err("nothing to bisect: the good and bad ends are the same".into());
+        }
+        let out = a.out.unwrap_or_else(|| {
+            PathBuf::from("results").join(format!("bisect-{}-{}", boot.suite.name, stamp()))
+        });
+        check_out(&out)?;
+        let cfg = BisectConfig {
+            cands,
+            boot,
+            plan: BisectPlan {
+                classifier,
+                ref_boots: a.ref_boots,
+                drift_boots: a.drift_boots,
+                step_budget_s: a.step_budget,
+            },
+            out,
+        };
+        bisect::saved_events(&cfg.out, &cfg).map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+}
+
+/// `guest-tests bisect`.
+pub fn bisect_cmd(a: BisectArgs) -> ExitCode {
+    let cfg = match BisectConfig::try_from(a) {
+        Ok(c) => c,
+        Err(e) => return super::fail(e, 2),
+    };
+    println!(
+        "bisecting {} candidates ({} .. {}) on {}, output {}",
+        cfg.cands.len(),
+        cfg.cands[0].0.id,
+        cfg.cands[cfg.cands.len() - 1].0.id,
+        cfg.boot.metric,
+        cfg.out.display()
+    );
+    match bisect::run(&cfg) {
+        Ok(o) => {
+            println!("\n{}", o.log.join("\n"));
+            println!(
+                "\n{} ({} decided steps, {} skipped; {})",
+                bisect::answer_line(&o),
+                o.decided_steps(),
+                o.steps.len() - o.decided_steps(),
+                cfg.out.join("bisect.md").display()
+            );
+            match (&o.answer, o.drift.as_ref().is_some_and(|d| d.drifted)) {
+                (Answer::Found { .. }, false) => ExitCode::SUCCESS,
+                _ => ExitCode::from(1),
+            }
+        }
+        Err(e @ bisect::BisectError::Input(_)) => super::fail(e, 2),
+        Err(e) => super::fail(e, 1),
+    }
+}
+
+fn ref_values(dir: &std::path::Path, metric: &str, what: &str) -> Result<Vec<f64>, String> {
+    if !dir.is_dir() {
+        return Err(format!("--{what} {}: not a directory", dir.display()));
+    }
+    let v: Vec<f64> = load_runs(&[dir])
+        .runs
+        .iter()
+        .filter(|r| r.status.is_ok())
+        .filter_map(|r| r.metric(metric))
+        .collect();
+    if v.len() < 2 {
+        return Err(format!(
+            "--{what} {}: {} runs with {metric}, need at least 2",
+            dir.display(),
+            v.len()
+        ));
+    }
+    Ok(v)
+}
+
+/// What `judge` needs, validated: the references, the plan and the lab of the checkout.
+struct Judge {
+    good: Vec<f64>,
+    bad: Vec<f64>,
+    plan: ClassifierPlan,
+    lab: lab::RealLab,
+}
+
+fn prepare_judge(a: JudgeArgs) -> Result<Judge, String> {
+    let (boot, plan) = a.step.check()?;
+    let good = ref_values(&a.good, &boot.metric, "good")?;
+    let bad = ref_values(&a.bad, &boot.metric, "bad")?;
+    images::spec::check_tree(&a.tree, None).map_err(|e| format!("--tree: {e}"))?;
+    let tree = a.tree.canonicalize().map_err(|e| e.to_string())?;
+    let head = images::spec::resolve_rev(&tree, "HEAD")?;
+    let spec = KernelSpec::parse(&format!("judge-{}=tree:{}", &head[..12], tree.display()))?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!("judge-{}-{}", &head[..12], stamp()))
+    });
+    check_out(&out)?;
+    if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!("--out {} exists and is not empty", out.display()));
+    }
+    let cand = bisect::Candidate {
+        id: head,
+        subject: String::new(),
+    };
+    let lab = lab::RealLab::new(vec![(cand, spec)], boot, out)?;
+    Ok(Judge {
+        good,
+        bad,
+        plan,
+        lab,
+    })
+}
+
+/// `guest-tests judge`: exit 0 good, 1 bad, 125 undecided or not built/booted, 2 bad arguments.
+pub fn judge_cmd(a: JudgeArgs) -> ExitCode {
+    let mut j = match prepare_judge(a) {
+        Ok(j) => j,
+        Err(e) => return super::fail(e, 2),
+    };
+    let (code, why) = bisect::judge(&j.good, &j.bad, j.plan, &mut j.lab);
+    println!("judge: {why} -> exit {code}");
+    ExitCode::from(code as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Cmd};
+    use clap::Parser;
+
+    fn tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
+        std::fs::write(d.path().join("Kconfig"), "\n").unwrap();
+        let git = |args: &[&str]| {
+            assert!(std::process::Command::new("git")
+                .arg("-C")
+                .arg(d.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success());
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-qm", "good one"]);
+        git(&["tag", "g"]);
+        for i in 0..3 {
+            std::fs::write(d.path().join("f.c"), format!("int x = {i};\n")).unwrap();
+            git(&["add", "."]);
+            git(&["commit", "-qm", &format!("change {i}")]);
+        }
+        d
+    }
+
+    fn cfg(extra: &[&str]) -> Result<BisectConfig, String> {
+        let mut v = vec!["guest-tests", "bisect"];
+        v.extend_from_slice(extra);
+        match Cli::try_parse_from(v).unwrap().cmd {
+            Cmd::Bisect(a) => BisectConfig::try_from(*a),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn commits_are_listed_oldest_first_from_the_good_end() {
+        let t = tree();
+        let out = t.path().join("out");
+        let tp = t.path().to_str().unwrap();
+        let o = out.to_str().unwrap();
+        let c = cfg(&[
+            "--tree",
+            tp,
+            "--good",
+            "g",
+            "--bad",
+            "HEAD",
+            "--suite",
+            "seed000-lockwait",
+            "--out",
+            o,
+        ])
+        .unwrap();
+        let subjects: Vec<&str> = c.cands.iter().map(|(c, _)| c.subject.as_str()).collect();
+        assert_eq!(subjects, ["good one", "change 0", "change 1", "change 2"]);
+        assert!(c.cands[3].1.text.contains(&format!("@{}", c.cands[3].0.id)));
+        assert_eq!(c.boot.metric, "rt-lock-randread.qlock_wait_ms_per_kio");
+        assert!(!out.exists(), "validation creates nothing");
+    }
+
+    #[test]
+    fn bad_bisect_input_is_one_line_and_creates_nothing() {
+        let t = tree();
+        let out = t.path().join("out");
+        let tp = t.path().to_str().unwrap();
+        let o = out.to_str().unwrap();
+        let base = ["--tree", tp, "--suite", "seed000-lockwait", "--out", o];
+        for (extra, needle) in [
+            (vec!["--good", "g"], "needs --good REV and --bad REV"),
+            (vec!["--good", "HEAD", "--bad", "g"], "not an ancestor"),
+            (vec!["--good", "g", "--bad", "nope"], "is not a commit"),
+            (vec!["--good", "g", "--bad", "g"], "nothing to bisect"),
+            (
+                vec!["--good", "g", "--bad", "HEAD", "--alpha", "0.7"],
+                "--alpha",
+            ),
+            (
+                vec![
+                    "--good",
+                    "g",
+                    "--bad",
+                    "HEAD",
+                    "--max-boots",
+                    "1",
+                    "--min-boots",
+                    "2",
+                ],
+                "--min-boots",
+            ),
+            (
+                vec!["--good", "g", "--bad", "HEAD", "--metric", "nope"],
+                "registry",
+            ),
+            (
+                vec!["--good", "g", "--bad", "HEAD", "--ref-boots", "1"],
+                "--ref-boots",
+            ),
+        ] {
+            let mut e: Vec<&str> = base.to_vec();
+            e.extend(extra.iter());
+            let err = cfg(&e).err().unwrap();
+            assert!(err.contains(needle), "{extra:?}: {err}");
+            assert!(!err.contains('\n'));
+            assert!(!out.exists());
+        }
+        let err = cfg(&["--suite", "seed000-lockwait", "--good", "g", "--bad", "h"])
+            .err()
+            .unwrap();
+        assert!(err.contains("--tree"), "{err}");
+        let p = t.path().join("empty-series");
+        std::fs::create_dir(&p).unwrap();
+        let err = cfg(&[
+            "--suite",
+            "seed000-lockwait",
+            "--patches",
+            p.to_str().unwrap(),
+        ])
+        .err()
+        .unwrap();
+        assert!(err.contains("no patches"), "{err}");
+    }
+
+    #[test]
+    fn a_patch_series_gives_one_candidate_per_prefix() {
+        let t = tree();
+        let dir = t.path().join("queue");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("b.patch"), "Subject: [PATCH 2/2] second\n").unwrap();
+        std::fs::write(dir.join("a.patch"), "Subject: [PATCH 1/2] first\n").unwrap();
+        let out = t.path().join("out");
+        let c = cfg(&[
+            "--suite",
+            "seed000-lockwait",
+            "--patches",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap();
+        let ids: Vec<&str> = c.cands.iter().map(|(c, _)| c.id.as_str()).collect();
+        assert_eq!(ids, ["base", "p01-a.patch", "p02-b.patch"]);
+        assert_eq!(c.cands[1].0.subject, "[PATCH 1/2] first");
+        assert_eq!(c.cands[2].1.patches.len(), 2);
+        assert_eq!(c.cands[0].1.base_variant(), "rt");
+        // A series file decides the order.
+        std::fs::write(dir.join("series"), "# order\nb.patch\na.patch\n").unwrap();
+        let c = cfg(&[
+            "--suite",
+            "seed000-lockwait",
+            "--patches",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(c.cands[1].0.id, "p01-b.patch");
+    }
+
+    #[test]
+    fn a_journal_of_another_bisection_is_refused() {
+        let t = tree();
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("other"), "").unwrap();
+        let tp = t.path().to_str().unwrap();
+        let o = out.to_str().unwrap();
+        let args = [
+            "--tree",
+            tp,
+            "--good",
+            "g",
+            "--bad",
+            "HEAD",
+            "--suite",
+            "seed000-lockwait",
+            "--out",
+            o,
+        ];
+        let err = cfg(&args).err().unwrap();
+        assert!(err.contains("holds no journal.json"), "{err}");
+        std::fs::write(
+            out.join("journal.json"),
+            r#"{"fingerprint":{"candidates":["x"],"specs":[],"suite":"s","metric":"m","plan":{"classifier":{"alpha":0.01,"beta":0.01,"min_boots":2,"max_boots":6,"sd_floor":0.1,"separate_p":0.01},"ref_boots":4,"drift_boots":2,"step_budget_s":240.0}},"events":[]}"#,
+        )
+        .unwrap();
+        let err = cfg(&args).err().unwrap();
+        assert!(err.contains("another bisection"), "{err}");
+    }
+}
