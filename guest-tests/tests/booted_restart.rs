@@ -107,6 +107,7 @@ fn fio_verify_survives_backend_kills_with_inflight_resubmission() {
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
+        kernel_spec: None,
         suite: s.name.clone(),
         suites_dir: s.dir.clone(),
         variant: None,
