@@ -9,6 +9,7 @@
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
+pub mod nodes;
 pub mod sequential;
 mod stats;
 pub mod verdict;

@@ -166,8 +166,8 @@ pub fn markdown(o: &Outcome, metric: &str) -> String {
     ));
     if let Some(c) = &o.classifier {
         t.push_str(&format!(
-            "Classifier: SPRT, sigma {:.4}, alpha {} beta {}, thresholds {:.2} / {:.2}, {}..{} boots per step.\n",
-            c.sigma, c.plan.alpha, c.plan.beta, c.lower, c.upper, c.plan.min_boots, c.plan.max_boots
+            "Classifier: SPRT (unequal variances), sigma good {:.4} / bad {:.4}, alpha {} beta {}, thresholds {:.2} / {:.2}, {}..{} boots per step.\n",
+            c.sigma_good, c.sigma_bad, c.plan.alpha, c.plan.beta, c.lower, c.upper, c.plan.min_boots, c.plan.max_boots
         ));
     }
     t.push_str("\n| step | candidate | subject | boots | mean +- 95 % CI | llr | verdict | wall s |\n|---|---|---|---|---|---|---|---|\n");
@@ -243,7 +243,7 @@ pub fn judge(
     plan: ClassifierPlan,
     lab: &mut dyn search::Lab,
 ) -> (i32, String) {
-    if let Some(why) = classify::separation(good, bad, &plan) {
+    if let Some(why) = classify::separation(good, bad, &plan, 1) {
         return (125, why);
     }
     let c = Classifier::new(good, bad, plan);

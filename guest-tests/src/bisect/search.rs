@@ -4,7 +4,10 @@
 //! Rules:
 //! 1. Candidate 0 is the good end, the last candidate the bad end. Both are built and booted
 //!    `ref_boots` times each, interleaved (G B G B ...). They must separate
-//!    ([`super::classify::separation`]), else the bisection stops and says why.
+//!    ([`super::classify::separation`]). If they do not and `max_ref_boots` allows, both are
+//!    booted on to `max_ref_boots` each and looked at a second time (each of the two looks at
+//!    half of `separate_p`, so the pair stays within it); still not separated: the bisection
+//!    stops and says why.
 //! 2. Each step takes the untested, unskipped candidate nearest the middle of the open range
 //!    (good, bad) (ties: the earlier one), builds it and boots it until the classifier decides
 //!    or the step budget (boots, and seconds on the injected clock) is spent.
@@ -73,6 +76,9 @@ pub enum Event {
 pub struct BisectPlan {
     pub classifier: ClassifierPlan,
     pub ref_boots: usize,
+    /// Reference boots per end after the second look (= `ref_boots`: one look only).
+    #[serde(default)]
+    pub max_ref_boots: usize,
     pub drift_boots: usize,
     /// Seconds per step (build + boots); the boot that crosses it is the step's last.
     pub step_budget_s: f64,
@@ -83,6 +89,7 @@ impl Default for BisectPlan {
         BisectPlan {
             classifier: ClassifierPlan::default(),
             ref_boots: 4,
+            max_ref_boots: 8,
             drift_boots: 2,
             step_budget_s: 240.0,
         }
@@ -322,28 +329,50 @@ pub fn bisect<L: Lab>(
             return stop(out, log, format!("the {word} end does not build: {why}"));
         }
     }
-    for _ in 0..plan.ref_boots {
-        for end in [g, b] {
-            match rec.boot(end)? {
-                Ok(v) if end == g => out.good_refs.push(v),
-                Ok(v) => out.bad_refs.push(v),
-                Err(why) => {
-                    let word = if end == g { "good" } else { "bad" };
-                    return stop(out, log, format!("a boot of the {word} end failed: {why}"));
+    let looks = if plan.max_ref_boots > plan.ref_boots {
+        2
+    } else {
+        1
+    };
+    let mut verdict = None;
+    for (look, target) in [plan.ref_boots, plan.max_ref_boots.max(plan.ref_boots)]
+        .into_iter()
+        .take(looks)
+        .enumerate()
+    {
+        while out.good_refs.len() < target {
+            for end in [g, b] {
+                match rec.boot(end)? {
+                    Ok(v) if end == g => out.good_refs.push(v),
+                    Ok(v) => out.bad_refs.push(v),
+                    Err(why) => {
+                        let word = if end == g { "good" } else { "bad" };
+                        return stop(out, log, format!("a boot of the {word} end failed: {why}"));
+                    }
                 }
             }
+        }
+        verdict = separation(&out.good_refs, &out.bad_refs, &plan.classifier, looks);
+        match &verdict {
+            None => break,
+            Some(why) if look + 1 < looks => rec.lab.say(&format!(
+                "look {} of {looks}: {why}; booting both ends on to {} each",
+                look + 1,
+                plan.max_ref_boots
+            )),
+            Some(_) => {}
         }
     }
     log_line(&mut log, "bad", &cands[b]);
     log_line(&mut log, "good", &cands[g]);
-    if let Some(why) = separation(&out.good_refs, &out.bad_refs, &plan.classifier) {
+    if let Some(why) = verdict {
         return stop(out, log, why);
     }
     let cl = Classifier::new(&out.good_refs, &out.bad_refs, plan.classifier);
     out.classifier = Some(cl);
     rec.lab.say(&format!(
-        "references: good {:.4} (n={}), bad {:.4} (n={}), sigma {:.4}",
-        cl.good.mean, cl.good.n, cl.bad.mean, cl.bad.n, cl.sigma
+        "references: good {:.4} (n={}, sigma {:.4}), bad {:.4} (n={}, sigma {:.4})",
+        cl.good.mean, cl.good.n, cl.sigma_good, cl.bad.mean, cl.bad.n, cl.sigma_bad
     ));
     let (mut lo, mut hi) = (g, b);
     let mut skipped: Vec<usize> = Vec::new();

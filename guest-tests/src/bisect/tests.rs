@@ -17,8 +17,10 @@ struct Synth {
     build_s: f64,
     unbuildable: Vec<usize>,
     unbootable: Vec<usize>,
-    /// Candidates whose value sits halfway between the references.
+    /// Candidates whose value sits at `middle_value`.
     middle: Vec<usize>,
+    /// Where a boot is no evidence either way for references like `good` and `bad`.
+    middle_value: f64,
     /// From this boot on, every kernel reads like the bad one (the host changed).
     drift_from: Option<usize>,
     abort_at: Option<usize>,
@@ -38,6 +40,7 @@ impl Synth {
             unbuildable: vec![],
             unbootable: vec![],
             middle: vec![],
+            middle_value: indifferent(&[0.0; 4], &[11.0, 8.4, 13.6, 11.0]),
             drift_from: None,
             abort_at: None,
             boots: 0,
@@ -65,8 +68,8 @@ impl Lab for Synth {
         let (m, s) = if self.drift_from.is_some_and(|d| self.boots > d) || c >= self.culprit {
             self.bad
         } else if self.middle.contains(&c) {
-            // Steadily between the references (a noisy one may be decided either way).
-            ((self.good.0 + self.bad.0) / 2.0, 0.2)
+            // Steadily where a boot says nothing (a noisy one may be decided either way).
+            (self.middle_value, 0.02)
         } else {
             self.good
         };
@@ -75,6 +78,13 @@ impl Lab for Synth {
     fn now(&mut self) -> f64 {
         self.clock
     }
+}
+
+/// The classifier's point of no evidence for these references.
+fn indifferent(good: &[f64], bad: &[f64]) -> f64 {
+    super::Classifier::new(good, bad, super::ClassifierPlan::default())
+        .indifference_point()
+        .unwrap()
 }
 
 fn cands(n: usize) -> Vec<Candidate> {
@@ -200,10 +210,14 @@ fn build_and_boot_failures_are_skipped_and_logged() {
 
 #[test]
 fn a_candidate_between_the_references_is_skipped_within_the_boot_and_time_budgets() {
-    // The first step (15) reads halfway: skipped; the next (16) goes on.
+    // The first step (15) reads at the point of no evidence of the references this seed
+    // measures (a first pass learns them; the second, same seed, measures the same ones):
+    // skipped; the next (16) goes on.
+    let plan = BisectPlan::default();
+    let refs = run(&mut Synth::new(25, 3), 32, plan).classifier.unwrap();
     let mut lab = Synth::new(25, 3);
     lab.middle = vec![15];
-    let plan = BisectPlan::default();
+    lab.middle_value = refs.indifference_point().unwrap();
     let o = run(&mut lab, 32, plan);
     let s = o.steps.iter().find(|s| s.cand == 15).unwrap();
     assert_eq!(s.verdict, Verdict::Skip);
@@ -212,6 +226,7 @@ fn a_candidate_between_the_references_is_skipped_within_the_boot_and_time_budget
     // A time budget of 100 s with 35 s boots and a 13 s build: at most 3 boots.
     let mut lab = Synth::new(25, 3);
     lab.middle = vec![15];
+    lab.middle_value = refs.indifference_point().unwrap();
     let o = run(
         &mut lab,
         32,
@@ -339,6 +354,7 @@ fn judge_exits_as_git_bisect_run_expects() {
     assert_eq!(super::judge(&good, &bad, plan, &mut lab).0, 125);
     let mut lab = Synth::new(1, 1);
     lab.middle = vec![0];
+    lab.middle_value = indifferent(&good, &bad);
     let (code, why) = super::judge(&good, &bad, plan, &mut lab);
     assert_eq!(code, 125, "{why}");
     assert_eq!(lab.boots, plan.max_boots);

@@ -78,6 +78,10 @@ pub struct BisectArgs {
     /// Boots of each end before bisecting.
     #[arg(long, default_value_t = 4)]
     ref_boots: usize,
+    /// If the ends do not separate after --ref-boots, boot both on to this many and look once
+    /// more (each look at half the separation p); = --ref-boots: one look.
+    #[arg(long, default_value_t = 8)]
+    max_ref_boots: usize,
     /// Boots of each end again at the end (host drift check; 0: none).
     #[arg(long, default_value_t = 2)]
     drift_boots: usize,
@@ -203,6 +207,12 @@ impl TryFrom<BisectArgs> for BisectConfig {
                 a.ref_boots, a.drift_boots
             ));
         }
+        if !(a.ref_boots..=50).contains(&a.max_ref_boots) {
+            return Err(format!(
+                "--max-ref-boots {} not in --ref-boots ({})..=50",
+                a.max_ref_boots, a.ref_boots
+            ));
+        }
         if a.step_budget.is_nan() || a.step_budget <= 0.0 {
             return Err(format!("--step-budget {} must be positive", a.step_budget));
         }
@@ -263,6 +273,7 @@ impl TryFrom<BisectArgs> for BisectConfig {
             plan: BisectPlan {
                 classifier,
                 ref_boots: a.ref_boots,
+                max_ref_boots: a.max_ref_boots,
                 drift_boots: a.drift_boots,
                 step_budget_s: a.step_budget,
             },

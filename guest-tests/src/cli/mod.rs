@@ -53,6 +53,10 @@ pub enum Cmd {
         /// Only the verdict: primary and secondary metric, concurrency, throughput, host.
         #[arg(long, conflicts_with = "json")]
         verdict: bool,
+        /// Split the primary metrics (or the --metric ones) by the node each run ran on, with a
+        /// test for a node effect (runs from `--executor slurm` or from several hosts).
+        #[arg(long, conflicts_with_all = ["json", "verdict"])]
+        by_node: bool,
     },
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
@@ -91,6 +95,7 @@ enum CompareOutput {
     Table,
     Json,
     Verdict,
+    ByNode,
 }
 
 fn compare_cmd(
@@ -131,11 +136,26 @@ fn compare_cmd(
                     }
                 });
             }
-            let v = serde_json::json!({ "comparison": c, "verdict": verdict });
+            let nodes = report::node_rows(&runs, &c);
+            let v = serde_json::json!({ "comparison": c, "verdict": verdict, "nodes": nodes });
             match serde_json::to_string_pretty(&v) {
                 Ok(t) => println!("{t}"),
                 Err(e) => return fail(e, 1),
             }
+        }
+        CompareOutput::ByNode => {
+            let wanted = if metrics.is_empty() {
+                report::node_metrics(&runs, &c)
+            } else {
+                metrics.to_vec()
+            };
+            let rows = compare::nodes::node_effects(&runs, &c.kernels, &wanted);
+            if rows.is_empty() {
+                return fail("none of the metrics has values in these runs", 2);
+            }
+            println!("{}\n", report::NODE_NOTE);
+            let (h, r) = report::node_table(&rows);
+            print!("{}", report::markdown_rows(&h, &r));
         }
         CompareOutput::Verdict => match verdict {
             Some(v) => {
@@ -300,10 +320,12 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             metrics,
             json,
             verdict,
+            by_node,
         } => {
-            let out = match (json, verdict) {
-                (true, _) => CompareOutput::Json,
-                (_, true) => CompareOutput::Verdict,
+            let out = match (json, verdict, by_node) {
+                (true, _, _) => CompareOutput::Json,
+                (_, true, _) => CompareOutput::Verdict,
+                (_, _, true) => CompareOutput::ByNode,
                 _ => CompareOutput::Table,
             };
             compare_cmd(&dirs, kernels.as_deref(), &metrics, out)

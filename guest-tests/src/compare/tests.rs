@@ -1,7 +1,11 @@
 use super::*;
 use crate::results::{Provenance, RunInfo, RunStatus, Timings};
 
-fn run(kernel: &str, variant: Option<(&str, f64)>, metrics: &[(&str, f64)]) -> RunResult {
+pub(crate) fn run(
+    kernel: &str,
+    variant: Option<(&str, f64)>,
+    metrics: &[(&str, f64)],
+) -> RunResult {
     let info = RunInfo {
         suite: "t".into(),
         kernel: kernel.into(),

@@ -234,6 +234,12 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
             b.push(Figure(i));
         }
     }
+    if !d.nodes.is_empty() {
+        b.push(Heading(2, "Per-node effects".into()));
+        b.push(Para(super::nodes::NODE_NOTE.into()));
+        let (h, rows) = super::nodes::node_table(&d.nodes);
+        b.push(Table(h, rows));
+    }
     b.extend(provenance(d));
     b
 }

@@ -8,6 +8,7 @@ mod locksites;
 mod lockwaits;
 mod markdown;
 mod model;
+mod nodes;
 mod plots;
 mod tables;
 mod verdict;
@@ -21,6 +22,7 @@ use crate::results::{load_runs, ResultsError, RunResult};
 pub use locksites::{lock_site_tables, LockSiteTable};
 pub use lockwaits::{lock_wait_tables, LockWaitTable};
 pub use model::{scan_model, ScanModel};
+pub use nodes::{node_metrics, node_rows, node_table, NODE_NOTE};
 pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
 pub use verdict::{sequential_note, verdict_table, verdict_text, SequentialNote};
 
@@ -80,6 +82,9 @@ pub struct ReportData {
     pub sequential: Option<SequentialNote>,
     /// Seed 003's cost model, when the runs carry its factors.
     pub scan_model: Option<ScanModel>,
+    /// Per-node split of the primary metrics (empty unless a scheduler or several hosts ran
+    /// the runs).
+    pub nodes: Vec<crate::compare::nodes::NodeRow>,
 }
 
 /// Paths written by [`build`].
@@ -129,6 +134,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
         }
     }
     let scan_model = scan_model(&runs, &comparison.kernels);
+    let nodes = node_rows(&runs, &comparison);
     let title = opts.title.clone().unwrap_or_else(|| {
         let suites: std::collections::BTreeSet<&str> =
             runs.iter().map(|r| r.info.suite.as_str()).collect();
@@ -150,6 +156,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
         verdict,
         sequential: sequential_note(dir),
         scan_model,
+        nodes,
     })
 }
 
