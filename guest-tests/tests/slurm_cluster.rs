@@ -338,5 +338,24 @@ fn a_smoke_matrix_runs_as_a_job_array_on_a_real_slurm_cluster() {
         "{}",
         String::from_utf8_lossy(&cmp.stderr)
     );
+    // Per-node effects: the one node is named, with the boot time of every run, untested.
+    let (by_node, _) = bounded(
+        harness(
+            &cluster,
+            &["compare", slurm_out.to_str().unwrap(), "--by-node"],
+        ),
+        Duration::from_secs(60),
+    );
+    let bo = String::from_utf8_lossy(&by_node.stdout);
+    assert!(
+        by_node.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_node.stderr)
+    );
+    assert!(bo.contains("harness.boot_to_fio_ready_s"), "{bo}");
+    assert!(bo.contains(&format!("| {} | 4 |", host.trim())), "{bo}");
+    assert!(bo.contains("one node: no node effect to test"), "{bo}");
+    let report = std::fs::read_to_string(slurm_out.join("report.md")).unwrap();
+    assert!(report.contains("## Per-node effects"), "{report}");
     drop(cluster);
 }

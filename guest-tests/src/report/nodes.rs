@@ -8,9 +8,22 @@ use crate::results::RunResult;
 
 use super::tables::{fmt_num, fmt_p};
 
+/// The metric every booted run has and that shows a node's own speed.
+pub const NODE_SPEED_METRIC: &str = "harness.boot_to_fio_ready_s";
+
 /// The metrics a node split is shown for: the runs' primary and secondary metric, else the
-/// registry's headline metrics among the compared rows.
+/// registry's headline metrics among the compared rows; then [`NODE_SPEED_METRIC`].
 pub fn node_metrics(runs: &[RunResult], c: &Comparison) -> Vec<String> {
+    let mut v = named_metrics(runs, c);
+    if c.rows.iter().any(|r| r.metric == NODE_SPEED_METRIC)
+        && !v.iter().any(|m| m == NODE_SPEED_METRIC)
+    {
+        v.push(NODE_SPEED_METRIC.to_string());
+    }
+    v
+}
+
+fn named_metrics(runs: &[RunResult], c: &Comparison) -> Vec<String> {
     let named: Vec<String> = runs
         .iter()
         .flat_map(|r| {
