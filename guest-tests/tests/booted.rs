@@ -4,6 +4,8 @@
 //! They fail (never skip) when no image can be built. The boots are serialised: two TCG guests
 //! on a small host would distort each other's timings.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -19,7 +21,7 @@ use guest_tests::suite::{self, Suite};
 
 static BOOT: Mutex<()> = Mutex::new(());
 
-const KERNEL: &str = "debian-rt";
+use common::KERNEL;
 
 fn kernel() -> KernelImage {
     match images::ensure(KERNEL, &ImageOptions::default()) {
@@ -31,48 +33,16 @@ fn kernel() -> KernelImage {
     }
 }
 
-fn accel() -> Accel {
-    match std::env::var("VB_ACCEL").as_deref() {
-        Ok("kvm") => Accel::Kvm,
-        _ => Accel::Tcg,
-    }
-}
-
 fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
     let suite = Suite::load(&suite::default_dir(), suite).unwrap();
-    let k = kernel();
-    let spec = RunSpec {
-        run_id: format!("e2e-{}", suite.name),
-        run_dir: dir.to_path_buf(),
-        kernel: k,
-        suite: suite.clone(),
-        variant: None,
-        seed: 1,
-        accel: accel(),
-        bios: suite.spec.bios,
-        timeout,
-        backend_bin: None,
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        pair: None,
-        pin_vcpus: true,
-    };
-    let rerun = RerunInfo {
-        kernel: KERNEL.into(),
-        kernel_spec: None,
-        suite: suite.name.clone(),
-        suites_dir: suite.dir.clone(),
-        variant: None,
-        repeat: 0,
-        seed: 1,
-        accel: AccelChoice::Tcg,
-        bios: suite.spec.bios,
-        timeout_secs: timeout.as_secs(),
-        backend_bin: None,
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        extra_backend_args: Vec::new(),
-        pin_vcpus: true,
-    };
-    (spec, rerun)
+    common::one_boot(
+        &suite,
+        None,
+        dir,
+        format!("e2e-{}", suite.name),
+        Some(timeout),
+        None,
+    )
 }
 
 fn keep_dir(name: &str) -> PathBuf {
@@ -120,7 +90,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     }
     let back = RunResult::read(&dir.join("results.json")).unwrap();
     assert_eq!(back.info.kernel, KERNEL);
-    assert_eq!(back.provenance.accelerator, accel().as_str());
+    assert_eq!(back.provenance.accelerator, common::accel().as_str());
     assert!(back.provenance.qemu.version.contains("QEMU"));
     assert!(!back.provenance.kernel.bzimage_sha256.is_empty());
     assert!(back.provenance.host.cores >= 1);
@@ -144,7 +114,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
         .expect("fio-ready time");
     eprintln!(
         "{suite}: boot to fio-ready {ready:.2} s wall ({}), guest /init at {:?} s, total {:?} s",
-        accel().as_str(),
+        common::accel().as_str(),
         r.timings.boot_to_init_s,
         r.timings.total_wall_s
     );
@@ -217,7 +187,7 @@ fn hang_times_out_and_matrix_goes_on() {
         variants: vec![None],
         repeat: 2,
         out: out.clone(),
-        accel: match accel() {
+        accel: match common::accel() {
             Accel::Kvm => AccelChoice::Kvm,
             Accel::Tcg => AccelChoice::Tcg,
         },

@@ -6,36 +6,18 @@
 //! - virtio-scsi rescan: exactly the present targets/LUNs of a sparse topology are found;
 //! - MSI-X latency 1 ms raises the guest's QD1 completion latency by about 1 ms.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use guest_tests::images::{self, ImageOptions};
-use guest_tests::launch::accel::AccelChoice;
-use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::rerun::RerunInfo;
-use guest_tests::launch::RunSpec;
+use common::one_boot;
 use guest_tests::matrix;
 use guest_tests::results::RunResult;
 use guest_tests::suite::{self, Suite};
 
 static BOOT: Mutex<()> = Mutex::new(());
-const KERNEL: &str = "debian-rt";
-
-fn backend_bin() -> PathBuf {
-    std::env::var_os("VB_BACKEND_BIN")
-        .map(PathBuf::from)
-        .or_else(guest_tests::launch::backend::default_vhost_blk)
-        .expect("no vhost-blk binary: `cargo build -p vhost-blk` or set VB_BACKEND_BIN")
-}
-
-fn accel() -> Accel {
-    match std::env::var("VB_ACCEL").as_deref() {
-        Ok("kvm") => Accel::Kvm,
-        _ => Accel::Tcg,
-    }
-}
 
 fn run_dir(name: &str) -> PathBuf {
     let d =
@@ -53,42 +35,16 @@ fn boot(
     edit: impl FnOnce(&mut Suite),
 ) -> RunResult {
     let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
-    let kernel = images::ensure(KERNEL, &ImageOptions::default())
-        .unwrap_or_else(|e| panic!("booted tests need the '{KERNEL}' image: {e}"));
     let mut s = Suite::load(&suite::default_dir(), suite).unwrap();
     edit(&mut s);
-    let timeout = Duration::from_secs(s.spec.timeout_secs);
-    let spec = RunSpec {
-        run_id: format!("dev-{suite}"),
-        run_dir: dir.to_path_buf(),
-        kernel,
-        suite: s.clone(),
-        variant: variant.map(str::to_string),
-        seed: 1,
-        accel: accel(),
-        bios: s.spec.bios,
-        timeout,
-        backend_bin: Some(backend_bin()),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        pair: None,
-        pin_vcpus: true,
-    };
-    let rerun = RerunInfo {
-        kernel: KERNEL.into(),
-        kernel_spec: None,
-        suite: s.name.clone(),
-        suites_dir: s.dir.clone(),
-        variant: variant.map(str::to_string),
-        repeat: 0,
-        seed: 1,
-        accel: AccelChoice::Tcg,
-        bios: s.spec.bios,
-        timeout_secs: timeout.as_secs(),
-        backend_bin: Some(backend_bin()),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        extra_backend_args: Vec::new(),
-        pin_vcpus: true,
-    };
+    let (spec, rerun) = one_boot(
+        &s,
+        variant,
+        dir,
+        format!("dev-{suite}"),
+        None,
+        Some(common::backend_bin()),
+    );
     let (r, _) = matrix::execute_retrying(&spec, rerun, 1);
     if !r.status.is_ok() {
         let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();

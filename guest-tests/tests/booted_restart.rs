@@ -10,32 +10,13 @@
 //! `VB_RESTART_SUITE` picks another suite (the 10-kill experiment, `ci/restart-experiment.sh`)
 //! and `VB_RESTART_DIR` keeps the run directory there.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod common;
 
-use guest_tests::images::{self, ImageOptions};
-use guest_tests::launch::accel::AccelChoice;
-use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::rerun::RerunInfo;
-use guest_tests::launch::RunSpec;
+use std::path::{Path, PathBuf};
+
+use common::one_boot;
 use guest_tests::matrix;
 use guest_tests::suite::{self, Suite};
-
-const KERNEL: &str = "debian-rt";
-
-fn backend_bin() -> PathBuf {
-    std::env::var_os("VB_BACKEND_BIN")
-        .map(PathBuf::from)
-        .or_else(guest_tests::launch::backend::default_vhost_blk)
-        .expect("no vhost-blk binary: `cargo build -p vhost-blk` or set VB_BACKEND_BIN")
-}
-
-fn accel() -> Accel {
-    match std::env::var("VB_ACCEL").as_deref() {
-        Ok("kvm") => Accel::Kvm,
-        _ => Accel::Tcg,
-    }
-}
 
 /// Lines of the guest's dmesg that mean lost, failed or stuck I/O.
 fn bad_dmesg_lines(dmesg: &str) -> Vec<&str> {
@@ -85,42 +66,16 @@ fn fio_verify_survives_backend_kills_with_inflight_resubmission() {
         }
     };
     let _ = std::fs::remove_dir_all(&dir);
-    let kernel = images::ensure(KERNEL, &ImageOptions::default())
-        .unwrap_or_else(|e| panic!("booted tests need the '{KERNEL}' image: {e}"));
     let s: Suite = Suite::load(&suite::default_dir(), &suite_name).unwrap();
     let kills = s.spec.restarts.as_ref().expect("[restarts]").kills as usize;
-    let timeout = Duration::from_secs(s.spec.timeout_secs);
-    let spec = RunSpec {
-        run_id: format!("dev-{suite_name}"),
-        run_dir: dir.clone(),
-        kernel,
-        suite: s.clone(),
-        variant: None,
-        seed: 1,
-        accel: accel(),
-        bios: s.spec.bios,
-        timeout,
-        backend_bin: Some(backend_bin()),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        pair: None,
-        pin_vcpus: true,
-    };
-    let rerun = RerunInfo {
-        kernel: KERNEL.into(),
-        kernel_spec: None,
-        suite: s.name.clone(),
-        suites_dir: s.dir.clone(),
-        variant: None,
-        repeat: 0,
-        seed: 1,
-        accel: AccelChoice::Tcg,
-        bios: s.spec.bios,
-        timeout_secs: timeout.as_secs(),
-        backend_bin: Some(backend_bin()),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        extra_backend_args: Vec::new(),
-        pin_vcpus: true,
-    };
+    let (spec, rerun) = one_boot(
+        &s,
+        None,
+        &dir,
+        format!("dev-{suite_name}"),
+        None,
+        Some(common::backend_bin()),
+    );
     let (r, _) = matrix::execute_retrying(&spec, rerun, 0);
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
     let tail: Vec<&str> = console.lines().rev().take(15).collect();

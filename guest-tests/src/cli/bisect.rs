@@ -392,23 +392,8 @@ mod tests {
     use clap::Parser;
 
     fn tree() -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
-        std::fs::write(d.path().join("Kconfig"), "\n").unwrap();
-        let git = |args: &[&str]| {
-            assert!(std::process::Command::new("git")
-                .arg("-C")
-                .arg(d.path())
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success());
-        };
-        git(&["init", "-q"]);
-        git(&["add", "."]);
-        git(&["commit", "-qm", "good one"]);
+        let d = crate::images::gitsrc::testtree::kernel_tree("good one");
+        let git = |args: &[&str]| crate::images::gitsrc::testtree::git(d.path(), args);
         git(&["tag", "g"]);
         for i in 0..3 {
             std::fs::write(d.path().join("f.c"), format!("int x = {i};\n")).unwrap();

@@ -155,31 +155,46 @@ impl GitSource {
     }
 }
 
+/// Test helpers: git in a directory (fixed identity), and a minimal kernel-looking tree.
+#[cfg(test)]
+pub(crate) mod testtree {
+    use std::path::Path;
+    use std::process::Command;
+
+    /// Runs `git -C dir args...`, asserting that it succeeds.
+    pub(crate) fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// A git repository with a Makefile and a Kconfig, committed as `subject`.
+    pub(crate) fn kernel_tree(subject: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
+        std::fs::write(d.path().join("Kconfig"), "\n").unwrap();
+        git(d.path(), &["init", "-q"]);
+        git(d.path(), &["add", "."]);
+        git(d.path(), &["commit", "-qm", subject]);
+        d
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn repo() -> (tempfile::TempDir, impl Fn(&[&str])) {
-        let d = tempfile::tempdir().unwrap();
+        let d = testtree::kernel_tree("one");
         let p = d.path().to_path_buf();
-        let git = move |args: &[&str]| {
-            let ok = Command::new("git")
-                .arg("-C")
-                .arg(&p)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
-        std::fs::write(d.path().join("Kconfig"), "\n").unwrap();
-        git(&["add", "."]);
-        git(&["commit", "-qm", "one"]);
-        (d, git)
+        (d, move |args: &[&str]| testtree::git(&p, args))
     }
 
     #[test]

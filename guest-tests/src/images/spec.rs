@@ -266,22 +266,7 @@ mod tests {
             .check(&m)
             .unwrap_err();
         assert!(e.contains("not a kernel source tree"), "{e}");
-        std::fs::write(d.path().join("Makefile"), "all:\n").unwrap();
-        std::fs::write(d.path().join("Kconfig"), "\n").unwrap();
-        let git = |args: &[&str]| {
-            assert!(std::process::Command::new("git")
-                .arg("-C")
-                .arg(d.path())
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .output()
-                .unwrap()
-                .status
-                .success());
-        };
-        git(&["init", "-q"]);
-        git(&["add", "."]);
-        git(&["commit", "-qm", "one"]);
+        let d = crate::images::gitsrc::testtree::kernel_tree("one");
         let ok = KernelSpec::parse(&format!("m=tree:{}@HEAD", d.path().display())).unwrap();
         ok.check(&m).unwrap();
         let e = KernelSpec::parse(&format!("m=tree:{}@nosuchref", d.path().display()))
