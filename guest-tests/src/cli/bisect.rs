@@ -105,7 +105,8 @@ pub struct JudgeArgs {
     /// leaves it).
     #[arg(long, default_value = ".")]
     tree: PathBuf,
-    /// Where the boots go (default: results/judge-<commit>-<UTC time>).
+    /// Where the boots go, outside the tree (default: results/judge-<commit>-<UTC time> in
+    /// this repository).
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -354,9 +355,27 @@ fn prepare_judge(a: JudgeArgs) -> Result<Judge, String> {
     let tree = a.tree.canonicalize().map_err(|e| e.to_string())?;
     let head = images::spec::resolve_rev(&tree, "HEAD")?;
     let spec = KernelSpec::parse(&format!("judge-{}=tree:{}", &head[..12], tree.display()))?;
+    // Not under the cwd: `git bisect run` runs judge inside the tree, whose checkout must stay
+    // clean (a results directory there would be built into the next kernel as a change).
     let out = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!("judge-{}-{}", &head[..12], stamp()))
+        crate::paths::repo_root()
+            .join("results")
+            .join(format!("judge-{}-{}", &head[..12], stamp()))
     });
+    let abs_out = if out.is_absolute() {
+        out.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(&out)
+    };
+    if abs_out.starts_with(&tree) {
+        return Err(format!(
+            "--out {} is inside the tree {}: its checkout would no longer be clean",
+            out.display(),
+            tree.display()
+        ));
+    }
     check_out(&out)?;
     if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
         return Err(format!("--out {} exists and is not empty", out.display()));
@@ -498,6 +517,72 @@ mod tests {
         .err()
         .unwrap();
         assert!(err.contains("no patches"), "{err}");
+    }
+
+    #[test]
+    fn bad_judge_input_is_one_line_and_creates_nothing() {
+        let t = tree();
+        let refs = tempfile::tempdir().unwrap();
+        let metric = "rt-lock-randread.qlock_wait_ms_per_kio";
+        for (i, (k, v)) in [("g", 0.0), ("g", 0.0), ("b", 9.0), ("b", 14.0)]
+            .iter()
+            .enumerate()
+        {
+            let mut r = crate::compare::tests::run(k, None, &[(metric, *v)]);
+            r.info.suite = "seed000-lockwait".into();
+            r.info.repeat = i as u32;
+            r.info.run_dir = refs.path().join(k).join(format!("r{i}"));
+            r.write(&refs.path().join(k).join(format!("r{i}"))).unwrap();
+        }
+        let (g, b) = (refs.path().join("g"), refs.path().join("b"));
+        let tp = t.path().to_str().unwrap();
+        let judge = |extra: &[&str]| {
+            let mut argv = vec!["guest-tests", "judge", "--suite", "seed000-lockwait"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).unwrap().cmd {
+                Cmd::Judge(a) => prepare_judge(*a).map(|_| ()),
+                _ => unreachable!(),
+            }
+        };
+        let (gs, bs) = (g.to_str().unwrap(), b.to_str().unwrap());
+        let inside = t.path().join("results-here");
+        let outside = refs.path().join("out");
+        for (extra, needle) in [
+            (
+                vec!["--good", gs, "--bad", "/nonexistent", "--tree", tp],
+                "not a directory",
+            ),
+            (vec!["--good", gs, "--bad", gs, "--tree", "/"], "--tree"),
+            (
+                vec![
+                    "--good",
+                    gs,
+                    "--bad",
+                    bs,
+                    "--tree",
+                    tp,
+                    "--out",
+                    inside.to_str().unwrap(),
+                ],
+                "inside the tree",
+            ),
+        ] {
+            let e = judge(&extra).unwrap_err();
+            assert!(e.contains(needle), "{extra:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        assert!(!inside.exists());
+        judge(&[
+            "--good",
+            gs,
+            "--bad",
+            bs,
+            "--tree",
+            tp,
+            "--out",
+            outside.to_str().unwrap(),
+        ])
+        .unwrap();
     }
 
     #[test]
