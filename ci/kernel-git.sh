@@ -19,7 +19,9 @@ read -r PKG VER SHA < <(awk '
 DEB=$CACHE/debs/${PKG}_${VER}_all.deb
 if [ ! -f "$DEB" ]; then
     mkdir -p "$CACHE/debs"
-    (cd "$CACHE/debs" && apt-get download "$PKG=$VER")
+    # Package lists may be missing (install-deps.sh skips apt-get update when nothing is
+    # missing): update once and retry.
+    (cd "$CACHE/debs" && { apt-get download "$PKG=$VER" || { apt-get update -qq && apt-get download "$PKG=$VER"; }; })
 fi
 echo "$SHA  $DEB" | sha256sum -c --quiet
 mkdir -p "$DIR"
