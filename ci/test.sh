@@ -26,20 +26,21 @@ step "build"
 cargo build --workspace --all-targets
 step "guest images (debian-rt kernel + initramfs with static fio)"
 cargo run -q -p guest-tests -- images build debian-rt
+# An ad-hoc kernel from a git tree (Debian's source as a git repo), built and booted: one cold
+# kernel build (~16 min on 2 cores with an empty ccache) + one incremental, bounded by a timeout.
+# Before the tests: the Slurm test's bisection step (judge --executor slurm) builds the same
+# tree. VB_TREE_KERNEL_TEST=0 leaves both out (e.g. a quick local run).
+if [ "${VB_TREE_KERNEL_TEST:-1}" = 1 ]; then
+    step "an ad-hoc kernel from a git tree, built and booted"
+    GT=target/debug/guest-tests ci/tree-kernel-smoke.sh
+fi
 step "tests"
 # VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi);
 # VB_SLURM_TESTS=1 (root only) starts a single-node Slurm cluster (ci/slurm-cluster.sh) and runs
 # a 2-kernel x 2-repeat smoke matrix through `run --executor slurm` and locally.
 slurm=0
 [ "$(id -u)" = 0 ] && slurm=1
-VB_BOOT_TESTS=1 VB_SLURM_TESTS=$slurm cargo test --workspace
-# An ad-hoc kernel from a git tree (Debian's source as a git repo), built and booted: one cold
-# kernel build (~16 min on 2 cores with an empty ccache) + one incremental, bounded by a timeout.
-# VB_TREE_KERNEL_TEST=0 leaves it out (e.g. a quick local run).
-if [ "${VB_TREE_KERNEL_TEST:-1}" = 1 ]; then
-    step "an ad-hoc kernel from a git tree, built and booted"
-    GT=target/debug/guest-tests ci/tree-kernel-smoke.sh
-fi
+VB_BOOT_TESTS=1 VB_SLURM_TESTS=$slurm VB_SLURM_JUDGE=${VB_TREE_KERNEL_TEST:-1} cargo test --workspace
 step "every committed experiment rebuilds to the same report.md"
 ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"

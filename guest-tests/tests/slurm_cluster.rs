@@ -7,14 +7,20 @@
 //! under TCG, and again through the local executor; index.json and every results.json must
 //! have the same shape, the plan the same directories and seeds, rerun.json the same content.
 //!
-//! Needs root, the Debian packages slurm-wlm and munge, and the debian-rt images
-//! (`guest-tests images build debian-rt`); runs only with `VB_SLURM_TESTS=1` (ci/test.sh).
+//! Then a bisection step through the same executor: `judge --executor slurm` builds the
+//! git-tree kernel of `ci/tree-kernel-smoke.sh` (`$VB_CACHE/ci-tree/linux`, made by that script,
+//! which ci/test.sh runs first) and boots it as a one-task Slurm job array.
+//!
+//! Needs root, the Debian packages slurm-wlm and munge, the debian-rt images
+//! (`guest-tests images build debian-rt`) and that tree; runs only with `VB_SLURM_TESTS=1`
+//! (ci/test.sh).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use guest_tests::results::{Provenance, RunInfo, RunResult, RunStatus, Timings};
 use serde_json::Value;
 
 const KERNELS: &str = "debian-rt,debian-rt+mitigations-off";
@@ -172,6 +178,106 @@ fn bad_input_submits_nothing(c: &Cluster, work: &Path) {
         assert!(!out.exists(), "{extra:?} created {}", out.display());
         assert_eq!(jobs_in_queue(c), 0, "{extra:?} submitted a job");
     }
+}
+
+/// `judge --executor slurm` on the tree of ci/tree-kernel-smoke.sh: bad input is refused before
+/// anything is built or submitted; then one real boot of the tree's kernel goes through Slurm.
+/// The references are written here (smoke-rw.iops of 1e9 for "good", about 0 for "bad") so
+/// that one boot decides: this checks the executor path of a bisection step, not the
+/// classifier (unit-tested in bisect/, measured in docs/results/bisect/).
+fn judge_step_through_slurm(c: &Cluster, work: &Path) {
+    let cache = std::env::var_os("VB_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".cache"));
+    let tree = cache.join("ci-tree/linux");
+    assert!(
+        tree.join(".git").exists(),
+        "{} is missing: run ci/tree-kernel-smoke.sh first (ci/test.sh does)",
+        tree.display()
+    );
+    let refs = work.join("judge-refs");
+    for (k, vals) in [("good", [1e9, 1.000_001e9]), ("bad", [0.0, 1000.0])] {
+        for (i, v) in vals.iter().enumerate() {
+            let d = refs.join(k).join(format!("r{i}"));
+            let info = RunInfo {
+                suite: "smoke".into(),
+                kernel: k.into(),
+                repeat: i as u32,
+                run_dir: d.clone(),
+                ..Default::default()
+            };
+            let mut r = RunResult::failed(info, Provenance::default(), "", Timings::default());
+            r.status = RunStatus::Ok;
+            r.metrics.insert("smoke-rw.iops".into(), *v);
+            r.write(&d).unwrap();
+        }
+    }
+    let out = work.join("judge-out");
+    let args = |extra: &[&str]| {
+        let mut v: Vec<String> = [
+            "judge",
+            "--suite",
+            "smoke",
+            "--metric",
+            "smoke-rw.iops",
+            "--min-boots",
+            "1",
+            "--max-boots",
+            "1",
+            "--accel",
+            "tcg",
+            "--no-progress",
+            "--executor",
+            "slurm",
+            "--good",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.push(refs.join("good").display().to_string());
+        v.push("--bad".into());
+        v.push(refs.join("bad").display().to_string());
+        v.push("--out".into());
+        v.push(out.display().to_string());
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut bad = c.cmd(env!("CARGO_BIN_EXE_guest-tests"));
+    bad.args(args(&["--partition", "nope"])).current_dir(&tree);
+    let (r, _) = bounded(bad, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("--partition 'nope' does not exist"), "{err}");
+    assert!(!out.exists() && jobs_in_queue(c) == 0);
+
+    let mut j = c.cmd(env!("CARGO_BIN_EXE_guest-tests"));
+    j.args(args(&[])).current_dir(&tree);
+    let (r, took) = bounded(j, Duration::from_secs(1800));
+    let so = String::from_utf8_lossy(&r.stdout);
+    eprintln!("judge through Slurm: {:.0} s\n{so}", took.as_secs_f64());
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{so}\n{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(so.contains("-> exit 1"), "{so}");
+    assert!(
+        so.contains("slurm: slurm job") && so.contains("1 array tasks"),
+        "{so}"
+    );
+    let results: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .map(|d| d.path().join("results.json"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let r = json(&results[0]);
+    assert_eq!(r["status"]["state"], "ok");
+    assert_eq!(r["provenance"]["scheduler"]["name"], "slurm");
+    let inputs = r["provenance"]["kernel"]["inputs"].to_string();
+    assert!(inputs.contains("source=git head="), "{inputs}");
 }
 
 /// The shape of a run directory's results.json: its keys, provenance keys, step labels and
@@ -357,5 +463,10 @@ fn a_smoke_matrix_runs_as_a_job_array_on_a_real_slurm_cluster() {
     assert!(bo.contains("one node: no node effect to test"), "{bo}");
     let report = std::fs::read_to_string(slurm_out.join("report.md")).unwrap();
     assert!(report.contains("## Per-node effects"), "{report}");
+    if std::env::var("VB_SLURM_JUDGE").as_deref() == Ok("0") {
+        eprintln!("judge through Slurm skipped: VB_SLURM_JUDGE=0 (no tree kernel)");
+    } else {
+        judge_step_through_slurm(&cluster, &work);
+    }
     drop(cluster);
 }

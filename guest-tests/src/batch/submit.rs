@@ -55,6 +55,17 @@ fn preflight(
     cfg: &MatrixConfig,
     opts: &SlurmOptions,
 ) -> Result<(String, Vec<NodeRow>), BatchError> {
+    check_slurm(&cfg.out, cfg.backend_bin.as_deref(), opts)
+}
+
+/// What `submit` checks before anything is built or submitted, for any command that hands boots
+/// to Slurm: the client tools, the partition and its nodes, and that `out`, the image cache,
+/// the harness and the backend are on paths the nodes see. Returns the partition and its nodes.
+pub fn check_slurm(
+    out: &Path,
+    backend_bin: Option<&Path>,
+    opts: &SlurmOptions,
+) -> Result<(String, Vec<NodeRow>), BatchError> {
     for prog in ["sbatch", "squeue", "sinfo"] {
         if !on_path(prog) {
             return Err(BatchError::Input(format!(
@@ -98,14 +109,14 @@ fn preflight(
         .unwrap_or_default();
     let exe = std::env::current_exe().map_err(|e| BatchError::Input(e.to_string()))?;
     let mut paths: Vec<(String, PathBuf)> = vec![
-        ("--out".into(), absolute(&cfg.out)),
+        ("--out".into(), absolute(out)),
         (
             "the image cache (VB_CACHE)".into(),
             absolute(&crate::paths::cache_dir()),
         ),
         ("the harness".into(), exe),
     ];
-    if let Some(b) = &cfg.backend_bin {
+    if let Some(b) = backend_bin {
         paths.push(("--backend-bin".into(), absolute(b)));
     }
     let typed: Vec<(String, &Path, Option<i64>)> = paths

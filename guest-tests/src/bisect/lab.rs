@@ -12,7 +12,8 @@
 //!    `<out>/builds/<candidate>.log`. A boot that fails (after one retry of a guest that never
 //!    reached its agent) or lacks the metric is a skip; its run directory is kept.
 //! 4. Runs go to `<out>/refs/good/`, `<out>/refs/bad/` (usable as `judge --good/--bad`) and
-//!    `<out>/steps/`.
+//!    `<out>/steps/`. With `--executor slurm` each boot is a one-task Slurm job array
+//!    ([`super::onslurm`]) whose matrix directory is that run directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,6 +43,8 @@ pub struct BootConfig {
     pub seed: u64,
     pub pin_vcpus: bool,
     pub progress: bool,
+    /// Boot each run as a Slurm job (`--executor slurm`); None: here.
+    pub slurm: Option<crate::batch::SlurmOptions>,
 }
 
 fn git(tree: &Path, args: &[&str]) -> Result<String, String> {
@@ -226,6 +229,56 @@ impl RealLab {
         })
     }
 
+    /// One boot of candidate `c` on this host.
+    fn boot_here(
+        &self,
+        c: usize,
+        kernel: KernelImage,
+        accel: Accel,
+        run_dir: &Path,
+        seed: u64,
+    ) -> crate::results::RunResult {
+        let b = &self.boot;
+        let run_dir = run_dir.to_path_buf();
+        let spec = RunSpec {
+            run_id: format!(
+                "{}-bisect-{}",
+                b.suite.name,
+                run_dir.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            run_dir: run_dir.clone(),
+            kernel,
+            suite: b.suite.clone(),
+            variant: None,
+            seed,
+            accel,
+            bios: b.bios,
+            timeout: b.timeout,
+            backend_bin: b.backend_bin.clone(),
+            qemu_bin: b.qemu_bin.clone(),
+            pair: None,
+            pin_vcpus: b.pin_vcpus,
+        };
+        let spec_text = &self.cands[c].1.text;
+        let rerun = RerunInfo {
+            kernel: self.cands[c].1.label.clone(),
+            kernel_spec: Some(spec_text.clone()),
+            suite: b.suite.name.clone(),
+            suites_dir: b.suite.dir.clone(),
+            variant: None,
+            repeat: 0,
+            seed,
+            accel: b.accel,
+            bios: b.bios,
+            timeout_secs: b.timeout.as_secs(),
+            backend_bin: b.backend_bin.clone(),
+            qemu_bin: b.qemu_bin.clone(),
+            extra_backend_args: vec![],
+            pin_vcpus: b.pin_vcpus,
+        };
+        matrix::execute_retrying(&spec, rerun, 1).0
+    }
+
     fn run_dir(&self, c: usize) -> PathBuf {
         let last = self.cands.len() - 1;
         let sub = match c {
@@ -308,46 +361,14 @@ impl Lab for RealLab {
         }
         let seed = self.boot.seed + self.boots as u64;
         self.boots += 1;
-        let b = &self.boot;
-        let spec = RunSpec {
-            run_id: format!(
-                "{}-bisect-{}",
-                b.suite.name,
-                run_dir.file_name().unwrap_or_default().to_string_lossy()
-            ),
-            run_dir: run_dir.clone(),
-            kernel,
-            suite: b.suite.clone(),
-            variant: None,
-            seed,
-            accel,
-            bios: b.bios,
-            timeout: b.timeout,
-            backend_bin: b.backend_bin.clone(),
-            qemu_bin: b.qemu_bin.clone(),
-            pair: None,
-            pin_vcpus: b.pin_vcpus,
-        };
-        let spec_text = &self.cands[c].1.text;
-        let rerun = RerunInfo {
-            kernel: self.cands[c].1.label.clone(),
-            kernel_spec: Some(spec_text.clone()),
-            suite: b.suite.name.clone(),
-            suites_dir: b.suite.dir.clone(),
-            variant: None,
-            repeat: 0,
-            seed,
-            accel: b.accel,
-            bios: b.bios,
-            timeout_secs: b.timeout.as_secs(),
-            backend_bin: b.backend_bin.clone(),
-            qemu_bin: b.qemu_bin.clone(),
-            extra_backend_args: vec![],
-            pin_vcpus: b.pin_vcpus,
-        };
         let t = Instant::now();
-        let (rec, _) = matrix::execute_retrying(&spec, rerun, 1);
+        let rec = match &self.boot.slurm {
+            Some(o) => super::onslurm::boot(&self.boot, &self.cands[c].1, &run_dir, seed, o)?,
+            None => self.boot_here(c, kernel, accel, &run_dir, seed),
+        };
         let wall = t.elapsed().as_secs_f64();
+        let b = &self.boot;
+
         if !rec.status.is_ok() {
             return Err(Failure::Skip(format!(
                 "{:?} (run kept in {})",

@@ -18,6 +18,7 @@
 
 pub mod classify;
 pub mod lab;
+mod onslurm;
 pub mod search;
 #[cfg(test)]
 mod tests;

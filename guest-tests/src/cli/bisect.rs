@@ -50,6 +50,8 @@ pub struct StepArgs {
     suites_dir: Option<PathBuf>,
     #[arg(long)]
     no_progress: bool,
+    #[command(flatten)]
+    executor: super::executor::ExecutorArgs,
 }
 
 /// Arguments of `guest-tests bisect`.
@@ -169,6 +171,7 @@ impl StepArgs {
             ..Default::default()
         };
         let bios: Bios = suite.spec.bios;
+        let slurm = self.executor.slurm(false)?;
         Ok((
             BootConfig {
                 metric,
@@ -180,10 +183,21 @@ impl StepArgs {
                 seed: self.seed,
                 pin_vcpus: true,
                 progress: !self.no_progress,
+                slurm,
                 suite,
             },
             plan,
         ))
+    }
+}
+
+/// With `--executor slurm`: what `run --executor slurm` checks before anything is submitted.
+fn check_executor(boot: &BootConfig, out: &std::path::Path) -> Result<(), String> {
+    match &boot.slurm {
+        Some(o) => crate::batch::check_slurm(out, boot.backend_bin.as_deref(), o)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
     }
 }
 
@@ -268,6 +282,7 @@ impl TryFrom<BisectArgs> for BisectConfig {
             PathBuf::from("results").join(format!("bisect-{}-{}", boot.suite.name, stamp()))
         });
         check_out(&out)?;
+        check_executor(&boot, &out)?;
         let cfg = BisectConfig {
             cands,
             boot,
@@ -377,6 +392,7 @@ fn prepare_judge(a: JudgeArgs) -> Result<Judge, String> {
         ));
     }
     check_out(&out)?;
+    check_executor(&boot, &out)?;
     if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
         return Err(format!("--out {} exists and is not empty", out.display()));
     }

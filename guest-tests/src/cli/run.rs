@@ -82,58 +82,25 @@ pub struct RunArgs {
     /// docs/results/verdict) or `host` (the host scheduler places them).
     #[arg(long, default_value = "pinned")]
     vcpu_placement: String,
-    /// local (boot here) or slurm (the planned runs as one Slurm job array; --out and the
-    /// image cache must be on a path the nodes share).
-    #[arg(long, default_value = "local")]
-    executor: String,
-    /// Slurm partition (default: the cluster's default partition).
-    #[arg(long)]
-    partition: Option<String>,
-    /// More sbatch options, split at whitespace (e.g. "--qos=high --account=lab").
-    #[arg(long, allow_hyphen_values = true)]
-    slurm_args: Option<String>,
+    #[command(flatten)]
+    executor: super::executor::ExecutorArgs,
     /// Submit and return; `guest-tests collect OUT` waits and writes index.json.
     #[arg(long)]
     detach: bool,
-    /// Let array tasks share a node (no --exclusive): their guests then compete for its CPUs.
-    #[arg(long)]
-    slurm_share_node: bool,
 }
 
 /// The Slurm executor's options (None: the local executor); Slurm-only flags without it, and
 /// what the Slurm executor cannot do, are refused.
 pub(super) fn slurm_options(a: &RunArgs) -> Result<Option<SlurmOptions>, String> {
-    match a.executor.as_str() {
-        "local" => {
-            let given = [
-                ("--partition", a.partition.is_some()),
-                ("--slurm-args", a.slurm_args.is_some()),
-                ("--detach", a.detach),
-                ("--slurm-share-node", a.slurm_share_node),
-            ];
-            match given.iter().find(|(_, g)| *g) {
-                Some((f, _)) => Err(format!("{f} goes with --executor slurm")),
-                None => Ok(None),
-            }
-        }
-        "slurm" => {
-            if a.until_decided {
-                return Err(
-                    "--until-decided needs each round's results before the next: \
-                            not supported with --executor slurm"
-                        .into(),
-                );
-            }
-            SlurmOptions::new(
-                a.partition.clone(),
-                a.slurm_args.as_deref(),
-                a.detach,
-                a.slurm_share_node,
-            )
-            .map(Some)
-        }
-        o => Err(format!("unknown --executor '{o}' (known: local, slurm)")),
+    let o = a.executor.slurm(a.detach)?;
+    if o.is_some() && a.until_decided {
+        return Err(
+            "--until-decided needs each round's results before the next: \
+                    not supported with --executor slurm"
+                .into(),
+        );
     }
+    Ok(o)
 }
 
 /// Civil UTC date-time for directory names (no time-zone crate needed).
