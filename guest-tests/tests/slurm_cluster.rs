@@ -196,6 +196,8 @@ fn judge_step_through_slurm(c: &Cluster, work: &Path) {
         tree.display()
     );
     let refs = work.join("judge-refs");
+    let _ = std::fs::remove_dir_all(&refs);
+    let _ = std::fs::remove_dir_all(work.join("judge-out"));
     for (k, vals) in [("good", [1e9, 1.000_001e9]), ("bad", [0.0, 1000.0])] {
         for (i, v) in vals.iter().enumerate() {
             let d = refs.join(k).join(format!("r{i}"));
