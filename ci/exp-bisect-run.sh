@@ -39,7 +39,7 @@ set +e
 set -e
 wall=$(( $(date +%s) - start ))
 git -C "$CLONE" bisect log > "$DOCS/git-bisect-run.log"
-git -C "$CLONE" bisect reset -q
+git -C "$CLONE" bisect reset >/dev/null
 read -r secret pos < "$EXP/secret-$NAME"
 found=$(sed -n 's/^# first bad commit: \[\([0-9a-f]*\)\].*/\1/p' "$DOCS/git-bisect-run.log")
 steps=$(grep -c '^git bisect \(good\|bad\|skip\)' "$DOCS/git-bisect-run.log" || true)
