@@ -267,15 +267,13 @@ fn judge_step_through_slurm(c: &Cluster, work: &Path) {
         so.contains("slurm: slurm job") && so.contains("1 array tasks"),
         "{so}"
     );
-    let results: Vec<PathBuf> = std::fs::read_dir(&out)
-        .unwrap()
-        .flatten()
-        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
-        .map(|d| d.path().join("results.json"))
-        .filter(|p| p.is_file())
-        .collect();
-    assert_eq!(results.len(), 1, "{results:?}");
-    let r = json(&results[0]);
+    // out/boots/<candidate run>/ is the one-task matrix; its run is one level further down.
+    let runs = guest_tests::results::load_runs(&[&out]).runs;
+    assert_eq!(runs.len(), 1, "{}", out.display());
+    let dir = &runs[0].info.run_dir;
+    assert!(dir.join("results.json").is_file(), "{}", dir.display());
+    assert!(dir.parent().unwrap().join("slurm/job.json").is_file());
+    let r = json(&dir.join("results.json"));
     assert_eq!(r["status"]["state"], "ok");
     assert_eq!(r["provenance"]["scheduler"]["name"], "slurm");
     let inputs = r["provenance"]["kernel"]["inputs"].to_string();
