@@ -251,10 +251,24 @@ impl RunResult {
     /// Every results.json under `root` (recursively, sorted by path); unreadable ones are
     /// returned as errors next to the good ones.
     pub fn find_all(root: &Path) -> Vec<Result<RunResult, ResultsError>> {
+        Self::find_all_at(root)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect()
+    }
+
+    /// [`Self::find_all`] with the file each result was read from.
+    pub fn find_all_at(root: &Path) -> Vec<(PathBuf, Result<RunResult, ResultsError>)> {
         let mut files = Vec::new();
         collect(root, &mut files, 0);
         files.sort();
-        files.iter().map(|f| RunResult::read(f)).collect()
+        files
+            .into_iter()
+            .map(|f| {
+                let r = RunResult::read(&f);
+                (f, r)
+            })
+            .collect()
     }
 
     /// Convenience: a metric by name.

@@ -146,6 +146,12 @@ fn row(
         .map(|&n| {
             let here: Vec<_> = pts.iter().filter(|p| p.0 == n).collect();
             let mr = mean(here.iter().map(|p| resid(p))).unwrap_or(0.0);
+            // Rounding noise of the subtraction (one node: exactly 0 in exact arithmetic).
+            let mr = if mr.abs() <= 1e-9 * grand.abs() {
+                0.0
+            } else {
+                mr
+            };
             NodeFigures {
                 node: n.to_string(),
                 runs: here.len(),

@@ -2,7 +2,7 @@
 //! baseline rule. Compare, report and the CLI all load runs through [`load_runs`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{ResultsError, RunResult};
 
@@ -27,18 +27,39 @@ impl LoadedRuns {
 /// [`LoadedRuns::runs`]).
 pub fn load_runs<P: AsRef<Path>>(dirs: &[P]) -> LoadedRuns {
     let mut out = LoadedRuns::default();
+    let mut keyed = Vec::new();
     for d in dirs {
-        for r in RunResult::find_all(d.as_ref()) {
+        for (file, r) in RunResult::find_all_at(d.as_ref()) {
             match r {
-                Ok(r) => out.runs.push(r),
+                Ok(r) => keyed.push((dedup_key(&file, &r), r)),
                 Err(e) => out.unreadable.push(e),
             }
         }
     }
-    sort_runs(&mut out.runs);
     let mut seen = BTreeSet::new();
-    out.runs.retain(|r| seen.insert(r.info.run_dir.clone()));
+    keyed.retain(|(k, _)| seen.insert(k.clone()));
+    out.runs = keyed.into_iter().map(|(_, r)| r).collect();
+    sort_runs(&mut out.runs);
     out
+}
+
+/// What makes two results files the same run: the run directory the harness recorded, except
+/// for a kept failed attempt (`<dir>.attempt<k>`, which records the directory of the run that
+/// replaced it): that one is its own run, so the run that replaced it is never dropped for it.
+fn dedup_key(file: &Path, r: &RunResult) -> PathBuf {
+    let parent = file.parent().unwrap_or(Path::new(""));
+    let is_attempt = parent
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.rsplit_once(".attempt"))
+        .is_some_and(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+    if is_attempt {
+        parent
+            .canonicalize()
+            .unwrap_or_else(|_| parent.to_path_buf())
+    } else {
+        r.info.run_dir.clone()
+    }
 }
 
 /// The one run order: `started_at`, then repeat, then run directory.

@@ -360,6 +360,31 @@ fn load_runs_sorts_chronologically_dedups_and_picks_the_first_ok_kernel_as_basel
 }
 
 #[test]
+fn a_kept_failed_attempt_never_hides_the_run_that_replaced_it() {
+    // The executor keeps a failed first boot as `<dir>.attempt1`; its results.json records the
+    // final run's directory. Both must load: the attempt as a failed run, the retry as ok.
+    let dir = tempfile::tempdir().unwrap();
+    let base = build(&fixture_stream());
+    let run = dir.path().join("001-k-r0");
+    let mut failed = base.clone();
+    failed.info.run_dir = run.clone();
+    failed.provenance.started_at = "2024-01-01T00:00:01Z".into();
+    failed.set_status(RunStatus::Failed {
+        reason: "Oops: int3".into(),
+    });
+    failed.write(&dir.path().join("001-k-r0.attempt1")).unwrap();
+    let mut ok = base.clone();
+    ok.info.run_dir = run.clone();
+    ok.provenance.started_at = "2024-01-01T00:00:02Z".into();
+    ok.write(&run).unwrap();
+    let l = load_runs(&[dir.path()]);
+    let states: Vec<bool> = l.runs.iter().map(|r| r.status.is_ok()).collect();
+    assert_eq!(states, [false, true]);
+    // And through two overlapping paths, still once each.
+    assert_eq!(load_runs(&[dir.path(), &run]).runs.len(), 2);
+}
+
+#[test]
 fn storm_artefacts_give_the_storm_metrics_and_a_stuck_io_is_a_warning() {
     let storm = b"path=nr_requests values=64,128 deadline_s=10\ncycles=12000 errors=0\n\
 secs=60.00 ios=30000\njobs=8 max_stall_s=1 kernel_warnings=0\nstuck=0 stuck_jobs=\n";
