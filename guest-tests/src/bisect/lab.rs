@@ -17,35 +17,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::search::{Candidate, Failure, Lab};
 use crate::images::manifest::Manifest;
 use crate::images::spec::{Base, KernelSpec};
 use crate::images::{self, ImageError, ImageOptions, KernelImage};
-use crate::launch::accel::AccelChoice;
 use crate::launch::qemu::Accel;
 use crate::launch::rerun::RerunInfo;
 use crate::launch::RunSpec;
 use crate::matrix;
-use crate::suite::{Bios, Suite};
 
-/// How each boot runs (shared by `bisect` and `judge`).
-#[derive(Debug, Clone)]
-pub struct BootConfig {
-    pub suite: Suite,
-    pub metric: String,
-    pub accel: AccelChoice,
-    pub timeout: Duration,
-    pub bios: Bios,
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
-    pub seed: u64,
-    pub pin_vcpus: bool,
-    pub progress: bool,
-    /// Boot each run as a Slurm job (`--executor slurm`); None: here.
-    pub slurm: Option<crate::batch::SlurmOptions>,
-}
+pub use super::boot::BootConfig;
 
 fn git(tree: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")

@@ -16,6 +16,7 @@
 //!    `git bisect run` expects; bad arguments exit 2 (which `git bisect run` would read as bad:
 //!    run `judge` once by hand first).
 
+pub mod boot;
 pub mod classify;
 pub mod lab;
 mod onslurm;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::lab::BootConfig;
+use super::boot::BootConfig;
 use super::search::Failure;
 use crate::batch::{self, BatchError, SlurmOptions};
 use crate::images::spec::KernelSpec;
