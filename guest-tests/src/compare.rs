@@ -212,6 +212,25 @@ impl Comparison {
     }
 }
 
+/// A (suite, variant, sweep point) cell: runs of different cells are never pooled.
+pub(crate) type Cell = (String, Option<String>, Option<SweepPoint>);
+
+/// The cells of `runs`, in order of first appearance.
+pub(crate) fn cells_of(runs: &[&RunResult]) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = Vec::new();
+    for r in runs {
+        let c = (
+            r.info.suite.clone(),
+            r.info.variant.clone(),
+            r.info.sweep.clone(),
+        );
+        if !cells.contains(&c) {
+            cells.push(c);
+        }
+    }
+    cells
+}
+
 /// Compares `runs` (in the order of [`crate::results::load_runs`]). `kernels` fixes the order
 /// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded and
 /// listed.
@@ -240,18 +259,7 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
         }
     }
     // Cells: by suite, then sweep value, then label.
-    type Cell = (String, Option<String>, Option<SweepPoint>);
-    let mut cells: Vec<Cell> = Vec::new();
-    for r in &ok {
-        let v = (
-            r.info.suite.clone(),
-            r.info.variant.clone(),
-            r.info.sweep.clone(),
-        );
-        if !cells.contains(&v) {
-            cells.push(v);
-        }
-    }
+    let mut cells = cells_of(&ok);
     cells.sort_by(|a, b| {
         let key = |v: &Cell| v.2.as_ref().map(|s| s.value);
         a.0.cmp(&b.0)

@@ -76,18 +76,7 @@ pub fn applies(runs: &[RunResult]) -> bool {
 /// fixes the kernel order of the per-node means.
 pub fn node_effects(runs: &[RunResult], kernels: &[String], metrics: &[String]) -> Vec<NodeRow> {
     let ok: Vec<&RunResult> = runs.iter().filter(|r| r.status.is_ok()).collect();
-    type Cell = (String, Option<String>, Option<SweepPoint>);
-    let mut cells: Vec<Cell> = Vec::new();
-    for r in &ok {
-        let c = (
-            r.info.suite.clone(),
-            r.info.variant.clone(),
-            r.info.sweep.clone(),
-        );
-        if !cells.contains(&c) {
-            cells.push(c);
-        }
-    }
+    let cells = super::cells_of(&ok);
     let mut rows = Vec::new();
     for cell in &cells {
         for m in metrics {
