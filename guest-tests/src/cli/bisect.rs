@@ -3,16 +3,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 
 use crate::bisect::lab::{self, BootConfig};
 use crate::bisect::{self, Answer, BisectConfig, BisectPlan, ClassifierPlan};
 use crate::images::{self, spec::KernelSpec};
-use crate::launch::backend;
 use crate::results::load_runs;
-use crate::suite::{self, Bios, Suite};
+use crate::suite::Bios;
 
 /// How each boot runs and how steps are decided (shared by both commands).
 #[derive(Args, Debug, Clone)]
@@ -34,22 +32,8 @@ pub struct StepArgs {
     /// Boots after which an undecided step is skipped.
     #[arg(long, default_value_t = 6)]
     max_boots: usize,
-    /// tcg, kvm or auto.
-    #[arg(long, default_value = "auto")]
-    accel: String,
-    /// Hard timeout per boot in seconds (default: the suite's).
-    #[arg(long)]
-    timeout: Option<u64>,
-    #[arg(long)]
-    backend_bin: Option<PathBuf>,
-    #[arg(long, default_value = "qemu-system-x86_64")]
-    qemu_bin: PathBuf,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    #[arg(long)]
-    suites_dir: Option<PathBuf>,
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    boot: super::boot::BootArgs,
     #[command(flatten)]
     executor: super::executor::ExecutorArgs,
 }
@@ -125,8 +109,8 @@ fn stamp() -> String {
 
 impl StepArgs {
     fn check(self) -> Result<(BootConfig, ClassifierPlan), String> {
-        let dir = self.suites_dir.unwrap_or_else(suite::default_dir);
-        let suite = Suite::load(&dir, &self.suite).map_err(|e| e.to_string())?;
+        let boot = self.boot.check(&self.suite)?;
+        let suite = boot.suite;
         let metric = match self.metric.or_else(|| suite.spec.primary_metric.clone()) {
             Some(m) => m,
             None => {
@@ -152,17 +136,6 @@ impl StepArgs {
                 self.min_boots, self.max_boots
             ));
         }
-        let timeout = self.timeout.unwrap_or(suite.spec.timeout_secs);
-        if timeout == 0 {
-            return Err("--timeout must be positive".into());
-        }
-        let backend_bin = match self.backend_bin {
-            Some(p) if !p.is_file() => {
-                return Err(format!("--backend-bin {}: no such file", p.display()))
-            }
-            Some(p) => Some(p),
-            None => backend::default_vhost_blk(),
-        };
         let plan = ClassifierPlan {
             alpha: self.alpha,
             beta: self.beta,
@@ -175,14 +148,14 @@ impl StepArgs {
         Ok((
             BootConfig {
                 metric,
-                accel: self.accel.parse()?,
-                timeout: Duration::from_secs(timeout),
+                accel: boot.accel,
+                timeout: boot.timeout,
                 bios,
-                backend_bin,
-                qemu_bin: self.qemu_bin,
-                seed: self.seed,
+                backend_bin: boot.backend_bin,
+                qemu_bin: boot.qemu_bin,
+                seed: boot.seed,
                 pin_vcpus: true,
-                progress: !self.no_progress,
+                progress: boot.progress,
                 slurm,
                 suite,
             },

@@ -13,6 +13,7 @@ use crate::results::load_runs;
 use crate::suite::{self, Suite};
 
 mod bisect;
+mod boot;
 mod executor;
 mod run;
 use crate::{compare, report};

@@ -2,16 +2,13 @@
 //! and number is checked before anything is built or created).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 
 use crate::batch::SlurmOptions;
 use crate::images::{self, ImageOptions};
-use crate::launch::accel::AccelChoice;
-use crate::launch::backend;
 use crate::matrix::{self, MatrixConfig};
-use crate::suite::{self, Bios, Suite};
+use crate::suite::{self, Bios};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -29,31 +26,15 @@ pub struct RunArgs {
     /// Matrix directory (default: results/<suite>-<UTC time>); must not exist or be empty.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// tcg, kvm or auto (probe KVM once, cache the verdict).
-    #[arg(long, default_value = "auto")]
-    accel: String,
-    /// Hard timeout per run in seconds (default: the suite's).
-    #[arg(long)]
-    timeout: Option<u64>,
-    /// vhost-blk binary (default: next to this executable).
-    #[arg(long)]
-    backend_bin: Option<PathBuf>,
-    #[arg(long, default_value = "qemu-system-x86_64")]
-    qemu_bin: PathBuf,
     /// qboot (fast, default from the suite) or seabios.
     #[arg(long)]
     bios: Option<String>,
-    /// Base seed; repeat r uses seed + r.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    #[arg(long)]
-    suites_dir: Option<PathBuf>,
     /// Retry a run whose guest never reached the agent (early-boot crash) up to N times; the
     /// failed attempts are kept as <run dir>.attempt<k>.
     #[arg(long, default_value_t = 1)]
     retries: u32,
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    boot: super::boot::BootArgs,
     /// Print the planned runs (order, directories, seeds) and exit: nothing is built or created.
     #[arg(long)]
     pub(super) dry_run: bool,
@@ -129,8 +110,8 @@ impl TryFrom<RunArgs> for MatrixConfig {
     type Error = String;
 
     fn try_from(a: RunArgs) -> Result<Self, String> {
-        let dir = a.suites_dir.unwrap_or_else(suite::default_dir);
-        let suite = Suite::load(&dir, &a.suite).map_err(|e| e.to_string())?;
+        let boot = a.boot.check(&a.suite)?;
+        let suite = boot.suite;
         let kernel_specs: Vec<String> =
             a.kernels.split(',').map(|k| k.trim().to_string()).collect();
         if kernel_specs.iter().any(|k| k.is_empty()) {
@@ -209,11 +190,6 @@ impl TryFrom<RunArgs> for MatrixConfig {
             Some(t) => vec!["--threads".to_string(), t.to_string()],
             None => Vec::new(),
         };
-        let accel: AccelChoice = a.accel.parse()?;
-        let timeout = a.timeout.unwrap_or(suite.spec.timeout_secs);
-        if timeout == 0 {
-            return Err("--timeout must be positive".into());
-        }
         let bios = match a.bios.as_deref() {
             None => suite.spec.bios,
             Some("qboot") => Bios::Qboot,
@@ -241,13 +217,6 @@ impl TryFrom<RunArgs> for MatrixConfig {
                 .map(|v| v.map(|v| v.name.clone()))
                 .collect(),
         };
-        let backend_bin = match a.backend_bin {
-            Some(p) if !p.is_file() => {
-                return Err(format!("--backend-bin {}: no such file", p.display()))
-            }
-            Some(p) => Some(p),
-            None => backend::default_vhost_blk(),
-        };
         let out = a.out.unwrap_or_else(|| {
             let secs = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -271,16 +240,16 @@ impl TryFrom<RunArgs> for MatrixConfig {
             variants,
             repeat,
             out,
-            accel,
-            timeout: Duration::from_secs(timeout),
+            accel: boot.accel,
+            timeout: boot.timeout,
             bios,
-            backend_bin,
-            qemu_bin: a.qemu_bin,
-            seed: a.seed,
+            backend_bin: boot.backend_bin,
+            qemu_bin: boot.qemu_bin,
+            seed: boot.seed,
             retries: a.retries,
-            progress: !a.no_progress,
+            progress: boot.progress,
             images: ImageOptions {
-                progress: !a.no_progress,
+                progress: boot.progress,
                 ..Default::default()
             },
             design,

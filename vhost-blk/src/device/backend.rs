@@ -172,11 +172,14 @@ impl<P: Personality> DeviceBackend<P> {
             queue.set_next_avail(rec.next_avail);
             queue.set_next_used(guest_used);
         }
+        let call = vring.get_ref().get_call().is_some();
+        state.owe_signal();
         if rec.resubmit.is_empty() && rec.repaired == 0 && rec.discarded == 0 {
             return;
         }
         tracing::info!(
             queue = q,
+            call,
             resubmit = rec.resubmit.len(),
             repaired = rec.repaired,
             discarded = rec.discarded,
@@ -240,6 +243,7 @@ impl<P: Personality> DeviceBackend<P> {
         if state.recovery_pending() {
             self.recover(q, vring, &mem, &mut state, event_idx);
         }
+        state.pay_owed_signal();
         let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
         loop {
             if event_idx {

@@ -4,11 +4,20 @@
 //! The engine only decides; this is where its decisions touch the ring: `add_used` for each
 //! published completion, and the call eventfd when the engine says the vector's interrupt is
 //! due (unless the driver suppressed it with EVENT_IDX).
+//!
+//! An interrupt that cannot be sent because the frontend has not (yet) given the ring a call
+//! eventfd is owed, not dropped: after a backend restart the frontend may send SET_VRING_CALL
+//! after the kick that starts the recovery, and a resubmitted request whose completion signal
+//! is lost leaves a guest that has nothing else in flight waiting forever. An owed signal is
+//! sent at the queue's next event, and the timer retries it every [`OWED_RETRY_NS`] until the
+//! call eventfd is there. A recovery also owes one signal: the previous backend may have died
+//! between publishing used entries and signalling them (a spurious interrupt costs the driver
+//! one look at the used ring).
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
-use vhost_user_backend::{VringRwLock, VringT};
+use vhost_user_backend::{VringRwLock, VringState, VringT};
 use virtio_queue::QueueT;
 use vm_memory::GuestMemoryAtomic;
 
@@ -48,6 +57,9 @@ impl EngineSink for StatsSink<'_> {
 /// Deadlines spun for in one [`QueueState::publish`] before it leaves the rest to the timer.
 const INLINE_SPINS: usize = 64;
 
+/// How often an owed signal is retried while the ring has no call eventfd.
+pub const OWED_RETRY_NS: u64 = 1_000_000;
+
 /// Spins until `deadline` (true) unless `more_work` says otherwise first (false).
 fn spin_unless(deadline: u64, more_work: &impl Fn() -> bool) -> bool {
     loop {
@@ -59,6 +71,17 @@ fn spin_unless(deadline: u64, more_work: &impl Fn() -> bool) -> bool {
         }
         std::hint::spin_loop();
     }
+}
+
+/// Signals the ring's call eventfd; false if the ring has none yet (the signal is owed).
+fn signal(queue: usize, ring: &VringState<GuestMem>) -> bool {
+    if ring.get_call().is_none() {
+        return false;
+    }
+    if let Err(e) = ring.signal_used_queue() {
+        tracing::warn!(queue, "signal failed: {e}");
+    }
+    true
 }
 
 /// A completion waiting in the engine: descriptor head and used length.
@@ -91,6 +114,8 @@ pub struct QueueState {
     published: Vec<Item>,
     /// Inflight bookkeeping, when the frontend shared an inflight area for this queue.
     tracker: Option<Tracker>,
+    /// An interrupt is due but the ring had no call eventfd (see the module documentation).
+    owe_signal: bool,
 }
 
 /// Counts the finished requests and hands them to the engine in completion order, so the
@@ -145,6 +170,7 @@ impl QueueState {
             finished: Vec::with_capacity(BATCH),
             published: Vec::with_capacity(BATCH),
             tracker: None,
+            owe_signal: false,
         }
     }
 
@@ -222,25 +248,26 @@ impl QueueState {
             self.write_ring(&poll, &mut out, event_idx);
             self.published = out;
             let (Some(d), Some(timer)) = (next, &self.timer) else {
-                self.arm(next);
+                self.arm(self.next_deadline(next));
                 return;
             };
             if d.saturating_sub(now_ns()) > timer.spin_ns() || !spin_unless(d, &more_work) {
-                self.arm(next);
+                self.arm(self.next_deadline(next));
                 return;
             }
         }
-        self.arm(next);
+        self.arm(self.next_deadline(next));
     }
 
     /// Writes the engine's decisions to the ring and re-arms the timer.
     fn apply(&mut self, poll: Poll, out: &mut Vec<Item>, event_idx: bool) {
         self.write_ring(&poll, out, event_idx);
-        self.arm(poll.next_deadline_ns);
+        self.arm(self.next_deadline(poll.next_deadline_ns));
     }
 
     /// Writes the engine's decisions to the ring, under one lock of the vring.
     fn write_ring(&mut self, poll: &Poll, out: &mut Vec<Item>, event_idx: bool) {
+        let mut owed = false;
         if let Some(vring) = &self.vring {
             if !out.is_empty() || poll.signal {
                 let mut ring = vring.get_mut();
@@ -262,14 +289,48 @@ impl QueueState {
                     }
                 }
                 if poll.signal && (!event_idx || ring.needs_notification().unwrap_or(true)) {
-                    if let Err(e) = ring.signal_used_queue() {
-                        tracing::warn!(queue = self.index, "signal failed: {e}");
-                    }
+                    owed = !signal(self.index, &ring);
                 }
             }
         } else {
             out.clear();
         }
+        self.owe_signal |= owed;
+    }
+
+    /// Owes the driver one interrupt (a recovery: see the module documentation) and sends it
+    /// if the ring has its call eventfd.
+    pub fn owe_signal(&mut self) {
+        self.owe_signal = true;
+        self.pay_owed_signal();
+    }
+
+    /// Sends an owed interrupt if the call eventfd is there now; otherwise the timer retries.
+    pub fn pay_owed_signal(&mut self) {
+        if !self.owe_signal {
+            return;
+        }
+        if let Some(vring) = &self.vring {
+            let ring = vring.get_ref();
+            if signal(self.index, &ring) {
+                self.owe_signal = false;
+                tracing::debug!(queue = self.index, "owed interrupt sent");
+            }
+        }
+        if self.owe_signal {
+            let retry = now_ns() + OWED_RETRY_NS;
+            let next = self.armed.map_or(retry, |a| a.min(retry));
+            self.arm(Some(next));
+        }
+    }
+
+    /// The next deadline for the timer: the engine's, or sooner while a signal is owed.
+    fn next_deadline(&self, engine: Option<u64>) -> Option<u64> {
+        if !self.owe_signal {
+            return engine;
+        }
+        let retry = now_ns() + OWED_RETRY_NS;
+        Some(engine.map_or(retry, |d| d.min(retry)))
     }
 
     fn arm(&mut self, deadline: Option<u64>) {
@@ -301,6 +362,7 @@ impl QueueState {
             }
             timer.spin_until(d);
         }
+        self.pay_owed_signal();
         self.publish(event_idx, more_work);
     }
 
@@ -329,9 +391,71 @@ impl QueueState {
         }
         self.arm(None);
         self.vring = None;
+        self.owe_signal = false;
         self.published.clear();
         // Finished requests are only ever held while the queue's own worker drains the ring,
         // which publishes them before letting go of the queue; nothing is left here to count.
         self.finished.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::os::fd::{FromRawFd, IntoRawFd};
+
+    use vm_memory::GuestAddress;
+    use vmm_sys_util::eventfd::EventFd;
+
+    use super::*;
+
+    fn state_and_vring() -> (QueueState, Vring) {
+        let mem = GuestMemoryMmapT::from_ranges(&[(GuestAddress(0), 0x10000)]).unwrap();
+        let vring = Vring::new(GuestMemoryAtomic::new(mem), 16).unwrap();
+        let stats = Arc::new(Mutex::new(QueueStats::new(0, &["read"])));
+        let mut state = QueueState::new(0, Some(0), &CompletionModel::default(), stats);
+        state.attach(&vring);
+        (state, vring)
+    }
+
+    fn call_eventfd(vring: &Vring) -> EventFd {
+        let efd = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let dup = efd.try_clone().unwrap();
+        // SAFETY: `dup` owns its descriptor, which moves into the File.
+        vring.set_call(Some(unsafe { File::from_raw_fd(dup.into_raw_fd()) }));
+        efd
+    }
+
+    #[test]
+    fn a_signal_without_call_eventfd_is_owed_retried_and_sent_once_it_is_there() {
+        let (mut state, vring) = state_and_vring();
+        state.owe_signal();
+        assert!(state.owe_signal, "no call eventfd yet: still owed");
+        let retry = state.armed.expect("the timer retries an owed signal");
+        assert!(retry <= now_ns() + OWED_RETRY_NS);
+        let efd = call_eventfd(&vring);
+        state.pay_owed_signal();
+        assert!(!state.owe_signal);
+        assert_eq!(efd.read().unwrap(), 1, "exactly one interrupt");
+        state.pay_owed_signal();
+        assert!(efd.read().is_err(), "paid once, not again");
+    }
+
+    #[test]
+    fn a_recovery_with_the_call_eventfd_present_signals_at_once() {
+        let (mut state, vring) = state_and_vring();
+        let efd = call_eventfd(&vring);
+        state.owe_signal();
+        assert!(!state.owe_signal);
+        assert_eq!(efd.read().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_reset_forgets_an_owed_signal() {
+        let (mut state, _vring) = state_and_vring();
+        state.owe_signal();
+        state.reset();
+        assert!(!state.owe_signal);
+        assert_eq!(state.armed, None);
     }
 }
