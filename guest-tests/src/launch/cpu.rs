@@ -9,6 +9,12 @@
 //! 3. Per-thread CPU time comes from `/proc/PID/task/TID/schedstat` (ns), falling back to
 //!    utime + stime of `stat` (clock ticks); a thread that exits between the listing and the read
 //!    is skipped. Host busy time comes from the first line of `/proc/stat`.
+//! 4. A process's total also comes from `/proc/PID/stat`, which keeps the time of threads that
+//!    have exited (QEMU's vCPU threads end before QEMU does): a window charges the process the
+//!    larger of that total and the sum over its live threads, so a guest's last seconds are not
+//!    counted as unrelated load. When vCPU threads have gone by the window's end, the
+//!    process's growth not seen on its live non-vCPU threads is charged to the vCPUs (an upper
+//!    bound: the time of QEMU's other exited threads lands there too).
 
 use std::path::Path;
 
@@ -20,6 +26,16 @@ pub struct ProcCpu {
     pub vcpu_s: f64,
     pub other_s: f64,
     pub vcpu_threads: u32,
+    /// utime + stime of the whole process, exited threads included (rule 4).
+    #[serde(default)]
+    pub total_s: f64,
+}
+
+impl ProcCpu {
+    /// The process's CPU seconds (rule 4).
+    pub fn total(&self) -> f64 {
+        self.total_s.max(self.vcpu_s + self.other_s)
+    }
 }
 
 /// One snapshot: QEMU, the backend (if external), the host.
@@ -52,8 +68,12 @@ impl CpuWindow {
             return None;
         }
         let r = |x: f64, y: f64| ((y - x) / wall_s).max(0.0);
-        let vcpu = r(a.qemu.vcpu_s, b.qemu.vcpu_s);
         let qother = r(a.qemu.other_s, b.qemu.other_s);
+        let mut vcpu = r(a.qemu.vcpu_s, b.qemu.vcpu_s);
+        let qemu = r(a.qemu.total(), b.qemu.total()).max(vcpu + qother);
+        if b.qemu.vcpu_threads < a.qemu.vcpu_threads {
+            vcpu = vcpu.max(qemu - qother);
+        }
         let backend = r(a.backend_s, b.backend_s);
         let host = r(a.host_busy_s, b.host_busy_s);
         Some(CpuWindow {
@@ -61,7 +81,7 @@ impl CpuWindow {
             vcpu_per_s: vcpu,
             qemu_other_per_s: qother,
             backend_per_s: backend,
-            other_load_per_s: (host - vcpu - qother - backend).max(0.0),
+            other_load_per_s: (host - qemu - backend).max(0.0),
             loadavg_start: a.loadavg_1m,
             loadavg_end: b.loadavg_1m,
         })
@@ -109,7 +129,13 @@ pub fn is_vcpu(comm: &str) -> bool {
 pub fn proc_cpu(pid: u32) -> Option<ProcCpu> {
     let tck = clk_tck();
     let dir = format!("/proc/{pid}/task");
-    let mut out = ProcCpu::default();
+    let mut out = ProcCpu {
+        total_s: std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| parse_stat(&s, tck))
+            .map_or(0.0, |(_, secs)| secs),
+        ..ProcCpu::default()
+    };
     for e in std::fs::read_dir(&dir).ok()?.flatten() {
         let t = e.path();
         let Ok(stat) = std::fs::read_to_string(t.join("stat")) else {
@@ -161,9 +187,7 @@ pub fn sample(qemu: u32, backend: Option<u32>) -> CpuSample {
     let root = Path::new("/proc");
     CpuSample {
         qemu: proc_cpu(qemu).unwrap_or_default(),
-        backend_s: backend
-            .and_then(proc_cpu)
-            .map_or(0.0, |p| p.vcpu_s + p.other_s),
+        backend_s: backend.and_then(proc_cpu).map_or(0.0, |p| p.total()),
         host_busy_s: std::fs::read_to_string(root.join("stat"))
             .ok()
             .and_then(|s| parse_proc_stat(&s, clk_tck()))
@@ -251,6 +275,7 @@ mod tests {
                 vcpu_s: 10.0,
                 other_s: 1.0,
                 vcpu_threads: 8,
+                total_s: 0.0,
             },
             backend_s: 2.0,
             host_busy_s: 20.0,
@@ -267,6 +292,21 @@ mod tests {
         assert!((w.backend_per_s - 0.2).abs() < 1e-12);
         assert!((w.other_load_per_s - (2.8 - 1.5 - 0.1 - 0.2)).abs() < 1e-12);
         assert!(CpuWindow::between(&a, &b, 0.0).is_none());
+
+        // The vCPU threads exited before the last sample: their time is still in the process
+        // total, and is not taken for unrelated load.
+        let mut c = b;
+        c.qemu.vcpu_s = 0.0;
+        c.qemu.vcpu_threads = 0;
+        c.qemu.total_s = 27.0;
+        let mut a2 = a;
+        a2.qemu.total_s = 11.0;
+        let w = CpuWindow::between(&a2, &c, 10.0).unwrap();
+        assert!(
+            (w.other_load_per_s - (2.8 - 1.6 - 0.2)).abs() < 1e-12,
+            "{w:?}"
+        );
+        assert!((w.vcpu_per_s - 1.5).abs() < 1e-12, "{w:?}");
     }
 
     #[test]
