@@ -10,6 +10,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
+# A cold run needs about 20 GiB (cargo's target/ ~8, kernel builds, ccache and debs ~10): say
+# so up front rather than fail mid-build with ENOSPC.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ -n "$free_kib" ] && [ "$free_kib" -lt $((20 * 1024 * 1024)) ]; then
+    echo "ci/test.sh: warning: $((free_kib / 1024 / 1024)) GiB free here; a cold run needs about 20 GiB" >&2
+fi
+
 if [ "$(id -u)" = 0 ]; then
     step "installing packages"
     ci/install-deps.sh
