@@ -444,6 +444,9 @@ fn drive_qemu(
             }
             if status_seen.is_none() && p.finished {
                 status_seen = Some(Instant::now());
+                // The run's CPU window ends with the guest's work, while QEMU still exists:
+                // once it has exited and been reaped, /proc has nothing left to read.
+                timings.cpu_marks.push(sample("qemu-end", now));
             }
             for m in watch.marks() {
                 if !timings.cpu_marks.iter().any(|c| c.name == m) {
@@ -486,9 +489,12 @@ fn drive_qemu(
         }
         std::thread::sleep(Duration::from_millis(25));
     };
-    timings
-        .cpu_marks
-        .push(sample("qemu-end", t0.elapsed().as_secs_f64()));
+    // A QEMU that has exited was reaped by try_wait: /proc would give zeros.
+    if q.try_wait().is_none() && !timings.cpu_marks.iter().any(|c| c.name == "qemu-end") {
+        timings
+            .cpu_marks
+            .push(sample("qemu-end", t0.elapsed().as_secs_f64()));
+    }
     if let (Some(r), Some(b)) = (restarter, backend.as_deref()) {
         r.finish(t0.elapsed().as_secs_f64(), b, qpid);
         timings.backend_restarts = r.records.clone();
