@@ -19,7 +19,8 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/idle-interleaved-pinned verdict/busy-interleaved-pinned
     verdict/busy-interleaved-pinned-threads2 verdict/mainjob-idle-interleaved-pinned-threads2
     verdict/idle-until-decided verdict/within-boot verdict/mainjob-fresh-30s
-    verdict/busy-interleaved-30s verdict/idle-interleaved-30s seed003-scale-noprof seed000-versions/lockwait seed000-versions/storm)
+    verdict/busy-interleaved-30s verdict/idle-interleaved-30s seed003-scale-noprof seed000-versions/lockwait seed000-versions/storm
+    verdict/idle-s21-fasthost seed000-versions/unfrozen)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

@@ -6,11 +6,16 @@
 #             per kernel, REPEAT more rt boots, then `compare` of each fix against rt;
 #   storm:    the watchdog's self-test (quiesce-storm-detect, must fail with evidence), then the
 #             quiesce-storm suite on the same kernels plus the TEST-ONLY negative control
-#             rt+nobarrier (queue_lock re-check removed, no barrier), STORM_REPEAT boots each.
+#             rt+nobarrier (queue_lock re-check removed, no barrier), STORM_REPEAT boots each;
+#   unfrozen: the same kernels with the TEST-ONLY unfrozen storm hook (the +storm variants,
+#             images/patches/storm-hook.patch): its detector's self-test
+#             (quiesce-storm-unfrozen-detect, must fail with evidence), then
+#             quiesce-storm-unfrozen, STORM_REPEAT interleaved boots each.
 # The CPU lock (/tmp/vb-cpu.lock) is taken per matrix. Prints one line per run and the comparisons.
 #
 # Environment: OUT (default results/seed000-versions-<UTC time>), REPEAT (8), STORM_REPEAT (6),
-# PARTS (lockwait storm). Needs the kernels below (built on first use).
+# PARTS (lockwait storm; unfrozen is asked for by name). Needs the kernels below (built on
+# first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +28,7 @@ LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
 [ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
 flock "$LOCK" "$GT" images build rt $FIXES rt+nobarrier >/dev/null
+STORM_KERNELS="rt+storm rt+seed000+storm rt+seed000-paired+storm rt+seed000-v7+storm rt+nobarrier+storm"
 
 stamp() { echo "== $1 ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
 
@@ -53,6 +59,18 @@ for p in $PARTS; do
                 --kernels "rt,${FIXES// /,},rt+nobarrier" --repeat "$STORM_REPEAT" \
                 --out "$OUT/storm" || true
             "$GT" compare "$OUT/storm"
+            ;;
+        unfrozen)
+            stamp unfrozen
+            flock "$LOCK" "$GT" images build $STORM_KERNELS >/dev/null
+            # the hook's detector: must FAIL with stranded=1 and the debugfs dump
+            flock "$LOCK" "$GT" run --suite quiesce-storm-unfrozen-detect --kernels rt+storm \
+                --repeat 1 --retries 0 --out "$OUT/unfrozen-selftest" || true
+            ls "$OUT"/unfrozen-selftest/000-rt+storm-r0/artifacts/*.stuck
+            k=${STORM_KERNELS// /,}
+            flock "$LOCK" "$GT" run --suite quiesce-storm-unfrozen --design interleaved \
+                --kernels "$k" --repeat "$STORM_REPEAT" --out "$OUT/unfrozen" || true
+            "$GT" compare "$OUT/unfrozen"
             ;;
         *) echo "exp-seed000-versions: unknown part '$p'" >&2; exit 2 ;;
     esac

@@ -17,7 +17,8 @@ use super::MetricsError;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Storm {
-    /// The kernel path driven (`nr_requests`).
+    /// The kernel path driven (`nr_requests`, or `debugfs-quiesce_storm`: the TEST-ONLY unfrozen
+    /// hook of images/patches/storm-hook.patch).
     pub path: String,
     /// Completed quiesce/unquiesce cycles (successful writes that changed the value).
     pub cycles: u64,
@@ -37,6 +38,12 @@ pub struct Storm {
     pub kernel_warnings: Option<u64>,
     /// An I/O missed its deadline (evidence in `storm.<step>.stuck`).
     pub stuck: bool,
+    /// Unfrozen hook only: unquiesces that left work to run (submitters met the quiesced queue).
+    pub met_pending: Option<u64>,
+    /// Unfrozen hook only: lost queue runs the hook saw (work pending 2 s after an unquiesce).
+    pub stranded: Option<u64>,
+    /// Unfrozen hook only: the longest wait for that work to be run, microseconds.
+    pub max_settle_us: Option<f64>,
 }
 
 fn num(kv: &std::collections::BTreeMap<&str, &str>, k: &str) -> Result<f64, MetricsError> {
@@ -72,6 +79,9 @@ pub fn parse_storm(text: &str) -> Result<Storm, MetricsError> {
         jobs: opt(&kv, "jobs").map(|v| v as u64),
         kernel_warnings: opt(&kv, "kernel_warnings").map(|v| v as u64),
         stuck,
+        met_pending: opt(&kv, "met_pending").map(|v| v as u64),
+        stranded: opt(&kv, "stranded").map(|v| v as u64),
+        max_settle_us: opt(&kv, "max_settle_us"),
     })
 }
 
@@ -106,6 +116,28 @@ mod tests {
             parse_storm(&OK.replace("stuck=0 stuck_jobs=", "stuck=1 stuck_jobs=812,815")).unwrap();
         assert!(s.stuck);
         assert_eq!(s.cycles, 10240);
+    }
+
+    /// The unfrozen hook's artefact, as the agent writes it: the hook's counters, then its
+    /// kernel log lines commented out.
+    const HOOK: &str = "path=debugfs-quiesce_storm hold_us=10 deadline_s=10\n\
+        cycles=181345 met_pending=2210 max_settle_us=5120 stranded=0 errors=0\n\
+        secs=30.41 ios=201000\njobs=8 max_stall_s=0 kernel_warnings=0\nstuck=0 stuck_jobs=\n";
+
+    #[test]
+    fn parses_the_unfrozen_hook() {
+        let s = parse_storm(HOOK).unwrap();
+        assert_eq!(s.path, "debugfs-quiesce_storm");
+        assert_eq!(
+            (s.cycles, s.met_pending, s.stranded),
+            (181345, Some(2210), Some(0))
+        );
+        assert_eq!(s.max_settle_us, Some(5120.0));
+        assert_eq!(parse_storm(OK).unwrap().stranded, None);
+        let lost = HOOK.replace("stranded=0 errors=0", "stranded=1 errors=1")
+            + "# [ 41.2] blk-mq quiesce storm: lost queue run: hctx3 has pending work\n";
+        let s = parse_storm(&lost).unwrap();
+        assert_eq!((s.stranded, s.errors), (Some(1), 1));
     }
 
     #[test]

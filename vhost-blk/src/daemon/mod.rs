@@ -1,5 +1,6 @@
 //! The daemon: socket hygiene, one connection at a time (then the next: QEMU `reconnect=`),
-//! signals (SIGINT/SIGTERM: finish, remove the socket, exit 0; SIGUSR1: write statistics).
+//! signals (SIGINT/SIGTERM: finish, remove the socket, exit 0; SIGUSR1: write statistics and
+//! log each queue's ring state, device::diag).
 //!
 //! Each frontend connection is accepted here and relayed ([`relay`]) to vhost-user-backend's
 //! handler over a private connection, so that the inflight messages can be answered: a
@@ -99,7 +100,11 @@ pub fn clear_stale_socket(path: &Path) -> Result<(), DaemonError> {
 struct Control {
     stop: AtomicBool,
     connection: Mutex<Option<ShutdownHandle>>,
+    /// The connected backend's per-queue stall report (device::diag), logged on SIGUSR1.
+    rings: Mutex<Option<RingReport>>,
 }
+
+type RingReport = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
 /// Blocks SIGINT/SIGTERM/SIGUSR1 in this thread (and so in every thread it spawns later) and
 /// returns the set, for `sigwait` in the signal thread.
@@ -268,9 +273,18 @@ fn serve<P: Personality>(
     );
     let on_usr1 = {
         let stats = stats.clone();
+        let control = control.clone();
         Arc::new(move || {
             let line = stats.export();
             tracing::info!("{line}");
+            let rings = control
+                .rings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            for line in rings.map(|r| r()).unwrap_or_default() {
+                tracing::info!("{line}");
+            }
         })
     };
     spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1);
@@ -355,6 +369,10 @@ fn serve_connections<P: Personality>(
         let relay = relay::Relay::spawn(front, back, backend.clone(), opts.queue_size)
             .map_err(|e| vu("relay", &e))?;
         *control.connection.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
+        *control.rings.lock().unwrap_or_else(|e| e.into_inner()) = Some({
+            let b = backend.clone();
+            Arc::new(move || b.ring_report())
+        });
         if control.stop.load(Ordering::SeqCst) {
             daemon.request_shutdown();
         } else {
@@ -363,6 +381,11 @@ fn serve_connections<P: Personality>(
         }
         let r = daemon.wait();
         relay.join();
+        control
+            .rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         control
             .connection
             .lock()

@@ -20,7 +20,7 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use smallvec::SmallVec;
 
@@ -36,6 +36,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::chain::Chain;
 use super::chain::GuestMemoryMmapT;
+use super::diag::{self, QueueCounters};
 use super::inflight::InflightArea;
 use super::personality::{Outcome, Personality, RequestKind};
 use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
@@ -67,6 +68,8 @@ pub struct DeviceBackend<P: Personality> {
     /// Per queue: notified by its worker when the queue gives up its turn with work left (see
     /// the module documentation); registered with that worker's epoll loop.
     resume: Vec<EventFd>,
+    /// Per queue: kick events and drains seen (device::diag).
+    counters: Vec<QueueCounters>,
     event_idx: AtomicBool,
     acked_features: AtomicU64,
 }
@@ -102,6 +105,7 @@ impl<P: Personality> DeviceBackend<P> {
             thread_queues,
             queues,
             resume,
+            counters: (0..n).map(|_| QueueCounters::default()).collect(),
             event_idx: AtomicBool::new(false),
             acked_features: AtomicU64::new(0),
         })
@@ -109,6 +113,40 @@ impl<P: Personality> DeviceBackend<P> {
 
     pub fn personality(&self) -> &Arc<P> {
         &self.personality
+    }
+
+    /// One line per queue for a stall report: its ring as guest memory has it, what its state
+    /// holds and its kick/drain counts (device::diag rules). Never waits for a worker's state
+    /// lock; it does take each attached vring's read lock, which workers hold only briefly.
+    pub fn ring_report(&self) -> Vec<String> {
+        let mem = self.mem.memory();
+        self.queues
+            .iter()
+            .zip(&self.counters)
+            .enumerate()
+            .map(|(q, (m, c))| {
+                let counts = format!(
+                    "kicks={} drains={}",
+                    c.kicks.load(Ordering::Relaxed),
+                    c.drains.load(Ordering::Relaxed)
+                );
+                let line = |state: &QueueState| match state.vring() {
+                    Some(v) => format!(
+                        "queue {q}: {} {counts} {}",
+                        diag::ring_line(v, &mem),
+                        state.describe()
+                    ),
+                    None => format!("queue {q}: never kicked (no vring attached) {counts}"),
+                };
+                match m.try_lock() {
+                    Ok(state) => line(&state),
+                    Err(TryLockError::Poisoned(e)) => line(&e.into_inner()),
+                    Err(TryLockError::WouldBlock) => {
+                        format!("queue {q}: state locked by its worker (inside a drain) {counts}")
+                    }
+                }
+            })
+            .collect()
     }
 
     /// Installs the inflight area the frontend sent with SET_INFLIGHT_FD (or none): each queue
@@ -238,6 +276,7 @@ impl<P: Personality> DeviceBackend<P> {
     fn process_queue(&self, q: usize, vring: &Vring, shared: bool) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
+        self.counters[q].drain();
         let mut state = self.queue(q);
         state.attach(vring);
         if state.recovery_pending() {
@@ -435,6 +474,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         let ev = usize::from(device_event);
         let shared = mine.len() > 1;
         if ev < mine.len() {
+            self.counters[mine[ev]].kick();
             self.process_queue(mine[ev], &vrings[ev], shared);
         } else if ev > 2 * n {
             // A queue's turn comes back: data = 2 n + 1 + global queue index.

@@ -10,14 +10,18 @@
 //!   to the personality.
 //! - [`inflight`]: the vhost-user inflight area (which chains are in flight, for a restarted
 //!   backend to resubmit); [`resubmit`]: chains rebuilt from the heads it lists.
+//! - [`diag`]: a queue described from outside (ring indices, event-index fields, kick and drain
+//!   counts), for diagnosing a stall.
 //!
-//! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`;
+//! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`,
+//! `diag`; `diag` -> `queue`, `chain`;
 //! `queue` -> `inflight`; `resubmit`, `personality` -> `chain`.
 //! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
 //! daemon, blk, scsi).
 
 pub mod backend;
 pub mod chain;
+pub mod diag;
 pub mod inflight;
 pub mod personality;
 pub mod queue;

@@ -224,6 +224,26 @@ impl QueueState {
         });
     }
 
+    /// The vring this queue completes into, once a kick or a timer has attached it.
+    pub fn vring(&self) -> Option<&Vring> {
+        self.vring.as_ref()
+    }
+
+    /// What the queue holds, for a stall report (device::diag): completions the engine holds,
+    /// those published but not signalled, the armed deadline, an owed interrupt.
+    pub fn describe(&self) -> String {
+        let armed = self.armed.map_or("none".into(), |d| {
+            format!("{:+}us", (d as i128 - now_ns() as i128) / 1000)
+        });
+        format!(
+            "held={} unsignalled={} finished={} timer={armed} owe_signal={}",
+            self.engine.pending(),
+            self.engine.unsignalled(),
+            self.finished.len(),
+            self.owe_signal
+        )
+    }
+
     /// Nothing is held for later publication (no timer armed, nothing pending).
     pub fn is_idle(&self) -> bool {
         self.armed.is_none() && self.engine.pending() == 0 && self.finished.is_empty()

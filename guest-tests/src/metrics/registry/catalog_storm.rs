@@ -54,6 +54,33 @@ pub static STORM_METRICS: &[MetricDef] = &[
         Step(|s, o| storm(s, o, |x| Some(if x.stuck { 1.0 } else { 0.0 })))
     ),
     def!(
+        "{step}.storm_stranded",
+        "runs",
+        Lower,
+        STORM,
+        Yes,
+        "lost queue runs the TEST-ONLY unfrozen hook saw: work still pending 2 s after an unquiesce",
+        Step(|s, o| storm(s, o, |x| x.stranded.map(|v| v as f64)))
+    ),
+    def!(
+        "{step}.storm_met_pending",
+        "cycles",
+        Higher,
+        STORM,
+        No,
+        "unfrozen hook: unquiesces that left work to run (submitters met the quiesced queue)",
+        Step(|s, o| storm(s, o, |x| x.met_pending.map(|v| v as f64)))
+    ),
+    def!(
+        "{step}.storm_max_settle_us",
+        "us",
+        Lower,
+        STORM,
+        No,
+        "unfrozen hook: longest wait after an unquiesce for the work it left to be run",
+        Step(|s, o| storm(s, o, |x| x.max_settle_us))
+    ),
+    def!(
         "{step}.storm_max_stall_s",
         "s",
         Lower,

@@ -84,6 +84,8 @@ fn headline_metrics_are_the_ones_the_report_always_plotted() {
         // Added with the quiesce storm (storm.<step>).
         "storm_cycles",
         "storm_stuck",
+        // Added with the unfrozen storm hook (its lost-run detector).
+        "storm_stranded",
     ];
     let old = |m: &str| {
         OLD_SUFFIXES
