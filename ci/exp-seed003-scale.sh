@@ -5,22 +5,24 @@
 # (rt+noguard vs rt+noguard+seed003, seeds continuing), and the report over both (it carries
 # the seed-003 cost model). Run it under the CPU lock on a shared host:
 #   flock /tmp/vb-cpu.lock ci/exp-seed003-scale.sh
-# Environment: OUT (default results/seed003-scale-<UTC time>), REPEAT_ALL (2), REPEAT_MAIN (1).
-# About 75 s of wall time per boot under TCG on 2 cores.
+# Environment: OUT (default results/seed003-scale-<UTC time>), REPEAT_ALL (2), REPEAT_MAIN (1),
+# SUITE (seed003-scale; seed003-scale-4cpu: the same scale on 4 running vCPUs of 16).
+# About 75 s of wall time per boot under TCG on 2 cores (seed003-scale-4cpu: ~30 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-results/seed003-scale-$(date -u +%Y%m%dT%H%M%SZ)}
 REPEAT_ALL=${REPEAT_ALL:-2}
 REPEAT_MAIN=${REPEAT_MAIN:-1}
+SUITE=${SUITE:-seed003-scale}
 GT=target/release/guest-tests
 [ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
 "$GT" images build rt rt+seed003 rt+noguard rt+noguard+seed003 >/dev/null
 
-"$GT" run --suite seed003-scale --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
+"$GT" run --suite "$SUITE" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
     --repeat "$REPEAT_ALL" --out "$OUT/a" --no-progress | tail -n 3
 if [ "$REPEAT_MAIN" -gt 0 ]; then
-    "$GT" run --suite seed003-scale --kernels rt+noguard,rt+noguard+seed003 \
+    "$GT" run --suite "$SUITE" --kernels rt+noguard,rt+noguard+seed003 \
         --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --out "$OUT/b" --no-progress | tail -n 3
 fi
 "$GT" report "$OUT" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003
