@@ -17,6 +17,7 @@ use vm_memory::{Bytes, GuestAddress};
 
 use super::chain::GuestMemoryMmapT;
 use super::queue::Vring;
+use super::split;
 
 /// Per queue: how often its worker saw a kick and drained it.
 #[derive(Debug, Default)]
@@ -53,10 +54,8 @@ pub fn ring_line(vring: &Vring, mem: &GuestMemoryMmapT) -> String {
     let used = q
         .used_idx(mem, Ordering::Acquire)
         .map_or("unmapped".into(), |w| w.0.to_string());
-    // avail ring: flags, idx, ring[size], used_event; used ring: flags, idx, ring[size] x 8,
-    // avail_event.
-    let used_event = read_u16(mem, q.avail_ring() + 4 + 2 * size);
-    let avail_event = read_u16(mem, q.used_ring() + 4 + 8 * size);
+    let used_event = read_u16(mem, q.avail_ring() + split::used_event_offset(size));
+    let avail_event = read_u16(mem, q.used_ring() + split::avail_event_offset(size));
     format!(
         "ready={} enabled={} event_idx={} size={size} avail_idx={avail} next_avail={} \
          used_idx={used} next_used={} avail_event={avail_event} used_event={used_event}",

@@ -14,7 +14,7 @@
 //!   counts), for diagnosing a stall.
 //!
 //! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`,
-//! `diag`; `diag` -> `queue`, `chain`;
+//! `diag`; `diag` -> `queue`, `chain`, `split`; `resubmit` -> `split`;
 //! `queue` -> `inflight`; `resubmit`, `personality` -> `chain`.
 //! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
 //! daemon, blk, scsi).
@@ -33,6 +33,20 @@ pub use chain::{guest_bufs, ChainLimits, GuestBufs};
 pub use inflight::InflightArea;
 pub use personality::{Outcome, Personality, RequestKind};
 pub use queue::{GuestMem, SharedStats, Vring};
+
+/// Where the event-index fields sit in a split ring of `n` entries (virtio 1.2, 2.7): the avail
+/// ring is flags, idx, ring[n] of u16, then `used_event`; the used ring is flags, idx, ring[n] of
+/// 8-byte elements, then `avail_event`. Each field is a u16.
+pub mod split {
+    /// Offset of `used_event` from the start of the avail ring.
+    pub const fn used_event_offset(n: u64) -> u64 {
+        4 + 2 * n
+    }
+    /// Offset of `avail_event` from the start of the used ring.
+    pub const fn avail_event_offset(n: u64) -> u64 {
+        4 + 8 * n
+    }
+}
 
 /// Most vrings of one device: vhost-user-backend gives each worker thread its queues as a
 /// `u64` bitmask.

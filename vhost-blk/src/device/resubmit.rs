@@ -20,6 +20,7 @@ use virtio_queue::{Queue, QueueT};
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend, GuestRegionMmap};
 
 use super::chain::{Chain, GuestMemoryMmapT};
+use super::split;
 
 /// Why no scratch queue could be built.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +50,10 @@ impl Scratch {
         heads: &[u16],
     ) -> Result<Self, ResubmitError> {
         let n = usize::from(ring_size);
-        // avail: flags, idx, ring[n], used_event; used: flags, idx, ring[n] x 8, avail_event.
-        let avail_len = (4 + 2 * n + 2) as u64;
+        // Each ring ends with its event-index field (a u16).
+        let avail_len = split::used_event_offset(n as u64) + 2;
         let used_off = avail_len.div_ceil(8) * 8;
-        let size = (used_off + (4 + 8 * n + 2) as u64).div_ceil(PAGE) * PAGE;
+        let size = (used_off + split::avail_event_offset(n as u64) + 2).div_ceil(PAGE) * PAGE;
         let base = real
             .last_addr()
             .raw_value()
