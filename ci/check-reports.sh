@@ -21,7 +21,7 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/idle-until-decided verdict/within-boot verdict/mainjob-fresh-30s
     verdict/busy-interleaved-30s verdict/idle-interleaved-30s seed003-scale-noprof seed000-versions/lockwait seed000-versions/storm
     verdict/idle-s21-fasthost seed000-versions/unfrozen seed003-scale-4cpu
-    verdict/busy-s21-fasthost)
+    verdict/busy-s21-fasthost seed000-versions/unfrozen-busy)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
