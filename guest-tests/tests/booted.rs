@@ -73,7 +73,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     let dir = keep_dir(suite);
     let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
     spec.backend_bin = backend_bin;
-    let (r, _) = matrix::execute_retrying(&spec, rerun, 1);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
     assert!(r.status.is_ok(), "{}", explain(&r, &dir));
     // Files the run directory must keep.
     for f in [

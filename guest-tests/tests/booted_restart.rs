@@ -76,8 +76,8 @@ fn fio_verify_survives_backend_kills_with_inflight_resubmission() {
         None,
         Some(common::backend_bin()),
     );
-    // One retry of a guest that never reached the agent (the MTTCG early-boot Oops seen here).
-    let (r, _) = matrix::execute_retrying(&spec, rerun, 1);
+    // Retries a guest that never reached the agent (the MTTCG early-boot Oops seen here).
+    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
     let tail: Vec<&str> = console.lines().rev().take(15).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
