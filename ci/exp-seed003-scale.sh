@@ -6,7 +6,11 @@
 # the seed-003 cost model). Run it under the CPU lock on a shared host:
 #   flock /tmp/vb-cpu.lock ci/exp-seed003-scale.sh
 # Environment: OUT (default results/seed003-scale-<UTC time>), REPEAT_ALL (2), REPEAT_MAIN (1),
-# SUITE (seed003-scale; seed003-scale-4cpu: the same scale on 4 running vCPUs of 16).
+# SUITE (seed003-scale; seed003-scale-4cpu: the same scale on 4 running vCPUs of 16),
+# DESIGN (interleaved; paired: the kernels of a repeat boot at the same time, so that the host's
+# drift from minute to minute hits both; compare adds the paired t-test), PLACEMENT (pinned;
+# host: the host scheduler places the vCPU threads; split, with DESIGN=paired: each guest of a
+# pair has a host CPU of its own for all its vCPUs).
 # About 75 s of wall time per boot under TCG on 2 cores (seed003-scale-4cpu: ~30 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,15 +19,28 @@ OUT=${OUT:-results/seed003-scale-$(date -u +%Y%m%dT%H%M%SZ)}
 REPEAT_ALL=${REPEAT_ALL:-2}
 REPEAT_MAIN=${REPEAT_MAIN:-1}
 SUITE=${SUITE:-seed003-scale}
+DESIGN=${DESIGN:-interleaved}
+PLACEMENT=${PLACEMENT:-pinned}
 GT=target/release/guest-tests
 [ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
 "$GT" images build rt rt+seed003 rt+noguard rt+noguard+seed003 >/dev/null
 
-"$GT" run --suite "$SUITE" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
-    --repeat "$REPEAT_ALL" --out "$OUT/a" --no-progress | tail -n 3
-if [ "$REPEAT_MAIN" -gt 0 ]; then
+if [ "$DESIGN" = paired ]; then
+    # Two guests at a time: the main pair (REPEAT_ALL + REPEAT_MAIN pairs), then the guard pair.
     "$GT" run --suite "$SUITE" --kernels rt+noguard,rt+noguard+seed003 \
-        --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --out "$OUT/b" --no-progress | tail -n 3
+        --repeat $((REPEAT_ALL + REPEAT_MAIN)) --design paired --vcpu-placement "$PLACEMENT" \
+        --out "$OUT/main" --no-progress | tail -n 3
+    "$GT" run --suite "$SUITE" --kernels rt,rt+seed003 --repeat "$REPEAT_ALL" --design paired \
+        --vcpu-placement "$PLACEMENT" --out "$OUT/guard" --no-progress | tail -n 3
+else
+    "$GT" run --suite "$SUITE" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
+        --repeat "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" --out "$OUT/a" --no-progress |
+        tail -n 3
+    if [ "$REPEAT_MAIN" -gt 0 ]; then
+        "$GT" run --suite "$SUITE" --kernels rt+noguard,rt+noguard+seed003 \
+            --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" \
+            --out "$OUT/b" --no-progress | tail -n 3
+    fi
 fi
 "$GT" report "$OUT" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003
 "$GT" compare "$OUT" --kernels rt+noguard+seed003,rt+noguard \

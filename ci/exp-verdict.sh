@@ -4,12 +4,16 @@
 # and with one host core kept busy by an unrelated CPU hog, for each design:
 #   interleaved: A B A B ... one guest at a time (REPEAT boots per kernel);
 #   paired:      A and B boot at the same time, each with its own backend (REPEAT pairs);
-# and, on the busy host, the backend's worker-thread count (THREADS_SWEEP).
+# and, on the busy host, the backend's worker-thread count (THREADS_SWEEP);
+#   idle-rt / busy-rt: interleaved with `--host-sched rt` (QEMU and the backend at real-time
+#   priority, vCPU threads taking turns every RR_SLICE_MS ms: the host's sched_rr_timeslice_ms
+#   is set for the cell and put back afterwards; needs root).
 # Prints one comparison per cell and keeps every matrix under OUT.
 #
 # Environment: OUT (default results/verdict-<UTC time>), REPEAT (6), CELLS (all: idle-interleaved
 # idle-paired busy-interleaved busy-paired busy-threads), THREADS_SWEEP ("1 2 8"),
-# SUITE (seed000-lockwait). Needs the kernels rt and rt+seed000 (built on first use).
+# SUITE (seed000-lockwait), RR_SLICE_MS (4: one tick at HZ=250). Needs the kernels rt and
+# rt+seed000 (built on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +22,9 @@ REPEAT=${REPEAT:-6}
 SUITE=${SUITE:-seed000-lockwait}
 CELLS=${CELLS:-idle-interleaved idle-paired busy-interleaved busy-paired busy-threads}
 THREADS_SWEEP=${THREADS_SWEEP:-1 2 8}
+RR_SLICE_MS=${RR_SLICE_MS:-4}
+RR_KNOB=/proc/sys/kernel/sched_rr_timeslice_ms
+RR_SAVED=$(cat "$RR_KNOB")
 GT=target/release/guest-tests
 [ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
 "$GT" images build rt rt+seed000 >/dev/null
@@ -28,7 +35,9 @@ hog_on() { # one host core kept busy by a plain CPU loop, for the whole cell
     HOG=$!
 }
 hog_off() { [ -z "$HOG" ] || kill "$HOG" 2>/dev/null || true; HOG=; }
-trap hog_off EXIT
+rr_on() { echo "$RR_SLICE_MS" >"$RR_KNOB"; echo "   sched_rr_timeslice_ms $(cat "$RR_KNOB")"; }
+rr_off() { echo "$RR_SAVED" >"$RR_KNOB"; }
+trap 'hog_off; rr_off' EXIT
 
 cell() { # cell NAME ARGS...: one matrix, then its comparison of the suite's primary metrics
     local name=$1; shift
@@ -46,6 +55,8 @@ for c in $CELLS; do
         idle-paired) cell "$c" --design paired ;;
         busy-interleaved) hog_on; cell "$c" --design interleaved; hog_off ;;
         busy-paired) hog_on; cell "$c" --design paired; hog_off ;;
+        idle-rt) rr_on; cell "$c" --design interleaved --host-sched rt; rr_off ;;
+        busy-rt) rr_on; hog_on; cell "$c" --design interleaved --host-sched rt; hog_off; rr_off ;;
         busy-threads)
             for t in $THREADS_SWEEP; do
                 hog_on

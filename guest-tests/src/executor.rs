@@ -197,6 +197,8 @@ mod tests {
             qemu_bin: qemu_bin.clone(),
             pair: None,
             pin_vcpus: false,
+            host_sched: Default::default(),
+            pin_slot: None,
         };
         let rerun = RerunInfo {
             kernel: "fake".into(),
@@ -213,6 +215,8 @@ mod tests {
             qemu_bin,
             extra_backend_args: Vec::new(),
             pin_vcpus: false,
+            host_sched: Default::default(),
+            pin_slot: None,
         };
         (spec, rerun)
     }

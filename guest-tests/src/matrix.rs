@@ -69,6 +69,10 @@ pub struct MatrixConfig {
     pub extra_backend_args: Vec<String>,
     /// Pin vCPU thread k to host CPU k mod n in every boot.
     pub pin_vcpus: bool,
+    /// Real-time host scheduling of QEMU and the backend (`launch::sched`).
+    pub host_sched: crate::launch::sched::HostSched,
+    /// Paired design with pinned vCPUs: the guest of the i-th kernel on host CPU i mod n.
+    pub split_pairs: bool,
 }
 
 /// How the kernels of one repeat share the host.
@@ -241,7 +245,24 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
         qemu_bin: cfg.qemu_bin.clone(),
         pair: (cfg.design == Design::Paired).then_some(p.repeat),
         pin_vcpus: cfg.pin_vcpus,
+        host_sched: cfg.host_sched,
+        pin_slot: pair_slot(cfg, p),
     })
+}
+
+/// `--vcpu-placement split`: a paired run's slot, the position of its kernel in the matrix
+/// rotated by the repeat, so that each kernel runs on each host CPU in turn (a CPU that the
+/// host's own work favours or burdens is not confounded with a kernel).
+fn pair_slot(cfg: &MatrixConfig, p: &Planned) -> Option<u32> {
+    if !(cfg.split_pairs && cfg.pin_vcpus && cfg.design == Design::Paired) {
+        return None;
+    }
+    rotated_slot(&cfg.kernels, &p.kernel, p.repeat)
+}
+
+fn rotated_slot(kernels: &[String], kernel: &str, repeat: u32) -> Option<u32> {
+    let i = kernels.iter().position(|k| k == kernel)?;
+    Some(((i + repeat as usize) % kernels.len()) as u32)
 }
 
 /// The runs that boot together: one run each (interleaved), or the kernels of one repeat and
@@ -427,12 +448,32 @@ pub fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         qemu_bin: cfg.qemu_bin.clone(),
         extra_backend_args: cfg.extra_backend_args.clone(),
         pin_vcpus: cfg.pin_vcpus,
+        host_sched: cfg.host_sched,
+        pin_slot: pair_slot(cfg, p),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_pairs_rotate_each_kernel_over_the_cpus() {
+        let k = ["a".to_string(), "b".to_string()];
+        let slots: Vec<_> = (0..4)
+            .map(|r| (rotated_slot(&k, "a", r), rotated_slot(&k, "b", r)))
+            .collect();
+        assert_eq!(
+            slots,
+            [
+                (Some(0), Some(1)),
+                (Some(1), Some(0)),
+                (Some(0), Some(1)),
+                (Some(1), Some(0))
+            ]
+        );
+        assert_eq!(rotated_slot(&k, "c", 0), None);
+    }
 
     #[test]
     fn extra_backend_args_replace_the_suites_own() {

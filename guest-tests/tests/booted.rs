@@ -204,6 +204,8 @@ fn hang_times_out_and_matrix_goes_on() {
         until_decided: None,
         extra_backend_args: Vec::new(),
         pin_vcpus: true,
+        host_sched: Default::default(),
+        split_pairs: false,
     };
     let t = std::time::Instant::now();
     let idx = matrix::run(&cfg).unwrap();
@@ -255,6 +257,8 @@ fn backend_start_failure_is_retried_and_kept() {
         until_decided: None,
         extra_backend_args: Vec::new(),
         pin_vcpus: true,
+        host_sched: Default::default(),
+        split_pairs: false,
     };
     let idx = matrix::run(&cfg).unwrap();
     assert_eq!(idx.runs.len(), 1);

@@ -241,6 +241,8 @@ impl RealLab {
             qemu_bin: b.qemu_bin.clone(),
             pair: None,
             pin_vcpus: b.pin_vcpus,
+            host_sched: Default::default(),
+            pin_slot: None,
         };
         let spec_text = &self.cands[c].1.text;
         let rerun = RerunInfo {
@@ -258,6 +260,8 @@ impl RealLab {
             qemu_bin: b.qemu_bin.clone(),
             extra_backend_args: vec![],
             pin_vcpus: b.pin_vcpus,
+            host_sched: Default::default(),
+            pin_slot: None,
         };
         matrix::execute_retrying(&spec, rerun, 1).0
     }

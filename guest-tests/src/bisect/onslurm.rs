@@ -42,6 +42,8 @@ pub fn boot(
         until_decided: None,
         extra_backend_args: Vec::new(),
         pin_vcpus: b.pin_vcpus,
+        host_sched: Default::default(),
+        split_pairs: false,
     };
     let o = SlurmOptions {
         detach: false,

@@ -426,6 +426,9 @@ mod tests {
             (vec!["--backend-bin", "/nonexistent/vb"], "no such file"),
             (vec!["--timeout", "0"], "positive"),
             (vec!["--retries", "9"], "--retries"),
+            (vec!["--vcpu-placement", "split"], "needs --design paired"),
+            (vec!["--vcpu-placement", "numa"], "known: pinned, host, split"),
+            (vec!["--host-sched", "fifo"], "known: normal, rt"),
         ] {
             let mut e = extra.clone();
             e.extend(["--out", o]);

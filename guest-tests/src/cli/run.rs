@@ -60,9 +60,17 @@ pub struct RunArgs {
     backend_threads: Option<u32>,
     /// Where QEMU's vCPU threads run: `pinned` (vCPU thread k on host CPU k mod n of the CPUs
     /// this process may use, the same placement in every boot; measured steadier, see
-    /// docs/results/verdict) or `host` (the host scheduler places them).
+    /// docs/results/verdict), `host` (the host scheduler places them) or, with `--design
+    /// paired`, `split` (all vCPUs of the i-th kernel's guest on host CPU i mod n, so that the
+    /// guests of a pair do not share a CPU).
     #[arg(long, default_value = "pinned")]
     vcpu_placement: String,
+    /// `normal` (the host's fair scheduler) or `rt`: QEMU's vCPU threads SCHED_RR 1, its other
+    /// threads SCHED_FIFO 2, the backend SCHED_FIFO 3, so that unrelated host load does not
+    /// take CPU from the guest (the slice between vCPUs on one CPU is the host's
+    /// sched_rr_timeslice_ms; docs/results/verdict).
+    #[arg(long, default_value = "normal")]
+    host_sched: String,
     #[command(flatten)]
     executor: super::executor::ExecutorArgs,
     /// Submit and return; `guest-tests collect OUT` waits and writes index.json.
@@ -134,6 +142,9 @@ impl TryFrom<RunArgs> for MatrixConfig {
             return Err(format!("--retries {} is more than 5", a.retries));
         }
         let design: matrix::Design = a.design.parse()?;
+        if a.vcpu_placement == "split" && design != matrix::Design::Paired {
+            return Err("--vcpu-placement split needs --design paired".into());
+        }
         let repeat = match (a.until_decided, a.max_repeat) {
             (true, Some(m)) => m,
             (true, None) => return Err("--until-decided needs --max-repeat N".into()),
@@ -255,12 +266,14 @@ impl TryFrom<RunArgs> for MatrixConfig {
             design,
             until_decided,
             extra_backend_args,
+            host_sched: a.host_sched.parse()?,
+            split_pairs: a.vcpu_placement == "split",
             pin_vcpus: match a.vcpu_placement.as_str() {
-                "pinned" => true,
+                "pinned" | "split" => true,
                 "host" => false,
                 o => {
                     return Err(format!(
-                        "unknown --vcpu-placement '{o}' (known: pinned, host)"
+                        "unknown --vcpu-placement '{o}' (known: pinned, host, split)"
                     ))
                 }
             },

@@ -31,6 +31,7 @@ pub const COMPANIONS: &[&str] = &[
     "iops",
     "guest_cpu_per_s",
     "host_other_cpu_per_s",
+    "host_steal_cpu_per_s",
 ];
 
 /// One kernel's figures for a metric.

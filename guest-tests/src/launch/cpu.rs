@@ -9,6 +9,10 @@
 //! 3. Per-thread CPU time comes from `/proc/PID/task/TID/schedstat` (ns), falling back to
 //!    utime + stime of `stat` (clock ticks); a thread that exits between the listing and the read
 //!    is skipped. Host busy time comes from the first line of `/proc/stat`.
+//! 5. When the host is itself a virtual machine, `/proc/stat`'s steal column is CPU time the
+//!    host wanted and its hypervisor gave to someone else. It is counted apart
+//!    ([`CpuWindow::steal_per_s`]) and is not unrelated load on this host: a guest can lose
+//!    CPU to it with no other process running here.
 //! 4. A process's total also comes from `/proc/PID/stat`, which keeps the time of threads that
 //!    have exited (QEMU's vCPU threads end before QEMU does): a window charges the process the
 //!    larger of that total and the sum over its live threads, so a guest's last seconds are not
@@ -43,8 +47,11 @@ impl ProcCpu {
 pub struct CpuSample {
     pub qemu: ProcCpu,
     pub backend_s: f64,
-    /// Host CPU seconds not idle (all CPUs, from /proc/stat).
+    /// Host CPU seconds not idle (all CPUs, from /proc/stat), steal excluded.
     pub host_busy_s: f64,
+    /// Host CPU seconds stolen by the hypervisor below this host (rule 5).
+    #[serde(default)]
+    pub host_steal_s: f64,
     /// 1-minute load average at the sample.
     pub loadavg_1m: f64,
 }
@@ -58,6 +65,9 @@ pub struct CpuWindow {
     pub backend_per_s: f64,
     /// Host busy time not accounted to QEMU or the backend: the unrelated load.
     pub other_load_per_s: f64,
+    /// CPU-seconds per second the hypervisor below this host kept from it (rule 5).
+    #[serde(default)]
+    pub steal_per_s: f64,
     pub loadavg_start: f64,
     pub loadavg_end: f64,
 }
@@ -82,6 +92,7 @@ impl CpuWindow {
             qemu_other_per_s: qother,
             backend_per_s: backend,
             other_load_per_s: (host - qemu - backend).max(0.0),
+            steal_per_s: r(a.host_steal_s, b.host_steal_s),
             loadavg_start: a.loadavg_1m,
             loadavg_end: b.loadavg_1m,
         })
@@ -158,9 +169,10 @@ pub fn proc_cpu(pid: u32) -> Option<ProcCpu> {
     Some(out)
 }
 
-/// `cpu  user nice system idle iowait irq softirq steal ...` -> busy seconds (all but idle and
-/// iowait).
-pub fn parse_proc_stat(text: &str, tck: f64) -> Option<f64> {
+/// `cpu  user nice system idle iowait irq softirq steal ...` -> (busy, steal) seconds: busy is
+/// all of the first seven columns but idle and iowait; steal is the eighth (0 when a kernel
+/// does not report it).
+pub fn parse_proc_stat(text: &str, tck: f64) -> Option<(f64, f64)> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<f64> = line
         .split_whitespace()
@@ -171,8 +183,10 @@ pub fn parse_proc_stat(text: &str, tck: f64) -> Option<f64> {
     if v.len() < 5 {
         return None;
     }
-    let busy: f64 = v.iter().sum::<f64>() - v[3] - v[4];
-    Some(busy / tck)
+    let first7 = &v[..v.len().min(7)];
+    let busy: f64 = first7.iter().sum::<f64>() - v[3] - v[4];
+    let steal = v.get(7).copied().unwrap_or(0.0);
+    Some((busy / tck, steal / tck))
 }
 
 fn loadavg_1m(root: &Path) -> f64 {
@@ -185,13 +199,15 @@ fn loadavg_1m(root: &Path) -> f64 {
 /// A snapshot now. `backend` is the external backend's pid, if any.
 pub fn sample(qemu: u32, backend: Option<u32>) -> CpuSample {
     let root = Path::new("/proc");
+    let (host_busy_s, host_steal_s) = std::fs::read_to_string(root.join("stat"))
+        .ok()
+        .and_then(|s| parse_proc_stat(&s, clk_tck()))
+        .unwrap_or((0.0, 0.0));
     CpuSample {
         qemu: proc_cpu(qemu).unwrap_or_default(),
         backend_s: backend.and_then(proc_cpu).map_or(0.0, |p| p.total()),
-        host_busy_s: std::fs::read_to_string(root.join("stat"))
-            .ok()
-            .and_then(|s| parse_proc_stat(&s, clk_tck()))
-            .unwrap_or(0.0),
+        host_busy_s,
+        host_steal_s,
         loadavg_1m: loadavg_1m(root),
     }
 }
@@ -209,6 +225,15 @@ pub fn allowed_cpus() -> Vec<usize> {
             .filter(|&c| libc::CPU_ISSET(c, &set))
             .collect()
     }
+}
+
+/// The one CPU of `cpus` that slot `j` of a paired group runs on (`cpus[j mod n]`); empty
+/// when `cpus` is.
+pub fn slot_cpus(cpus: &[usize], j: u32) -> Vec<usize> {
+    if cpus.is_empty() {
+        return Vec::new();
+    }
+    vec![cpus[j as usize % cpus.len()]]
 }
 
 /// `CPU 3/TCG` -> 3.
@@ -269,7 +294,12 @@ mod tests {
     #[test]
     fn window_rates_and_unrelated_load() {
         let stat = "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3 4 5\n";
-        assert_eq!(parse_proc_stat(stat, 100.0), Some(1.5));
+        assert_eq!(parse_proc_stat(stat, 100.0), Some((1.5, 0.0)));
+        // A host that is itself a VM: steal (column 8) is apart from busy time.
+        let vm = "cpu  5695 0 3490 34236 356 0 129 709 0 0\n";
+        assert_eq!(parse_proc_stat(vm, 100.0), Some((93.14, 7.09)));
+        // An old kernel without the steal column.
+        assert_eq!(parse_proc_stat("cpu  1 2 3 4 5\n", 100.0), Some((0.06, 0.0)));
         let a = CpuSample {
             qemu: ProcCpu {
                 vcpu_s: 10.0,
@@ -279,6 +309,7 @@ mod tests {
             },
             backend_s: 2.0,
             host_busy_s: 20.0,
+            host_steal_s: 3.0,
             loadavg_1m: 1.0,
         };
         let mut b = a;
@@ -286,8 +317,10 @@ mod tests {
         b.qemu.other_s = 2.0;
         b.backend_s = 4.0;
         b.host_busy_s = 48.0;
+        b.host_steal_s = 5.5;
         b.loadavg_1m = 3.0;
         let w = CpuWindow::between(&a, &b, 10.0).unwrap();
+        assert!((w.steal_per_s - 0.25).abs() < 1e-12);
         assert!((w.vcpu_per_s - 1.5).abs() < 1e-12);
         assert!((w.backend_per_s - 0.2).abs() < 1e-12);
         assert!((w.other_load_per_s - (2.8 - 1.5 - 0.1 - 0.2)).abs() < 1e-12);
@@ -325,6 +358,10 @@ mod tests {
         assert_eq!(vcpu_index("CPU x/TCG"), None);
         assert_eq!(vcpu_index("worker"), None);
         assert!(!allowed_cpus().is_empty());
+        assert_eq!(slot_cpus(&[0, 1], 0), [0]);
+        assert_eq!(slot_cpus(&[0, 1], 1), [1]);
+        assert_eq!(slot_cpus(&[4, 5, 6], 4), [5]);
+        assert!(slot_cpus(&[], 1).is_empty());
         assert_eq!(pin_vcpus(std::process::id(), &[0]), 0);
     }
 }

@@ -18,6 +18,7 @@ pub mod process;
 pub mod qemu;
 pub mod rerun;
 pub mod restart;
+pub mod sched;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -71,6 +72,13 @@ pub struct RunSpec {
     pub pair: Option<u32>,
     /// Pin vCPU thread k to host CPU k mod n (the same placement in every boot).
     pub pin_vcpus: bool,
+    /// With `pin_vcpus`: pin every vCPU thread of this guest to host CPU `slot mod n` instead
+    /// (paired design, `--vcpu-placement split`: the guests of a pair on different CPUs).
+    #[serde(default)]
+    pub pin_slot: Option<u32>,
+    /// Real-time host scheduling of QEMU and the backend (`sched`, rule 2).
+    #[serde(default)]
+    pub host_sched: sched::HostSched,
 }
 
 /// What the host saw of a run that reached QEMU (nothing here is parsed from the guest).
@@ -123,6 +131,10 @@ pub struct HostTimes {
     pub cpu_marks: Vec<CpuMark>,
     /// vCPU threads pinned (`RunSpec::pin_vcpus`); 0 when not asked or not done.
     pub vcpus_pinned: u32,
+    /// vCPU threads under SCHED_RR (`RunSpec::host_sched`); 0 when not asked or not done.
+    pub vcpus_realtime: u32,
+    /// The host's SCHED_RR time slice (ms) when the run was real-time.
+    pub rr_timeslice_ms: Option<f64>,
     /// `[restarts]`: each backend instance before its kill, and the last one at the end.
     pub backend_restarts: Vec<restart::RestartRecord>,
 }
@@ -402,7 +414,10 @@ fn drive_qemu(
         sample: qpid.map_or_else(cpu::CpuSample::default, |p| cpu::sample(p, bpid)),
     };
     timings.cpu_marks.push(sample("qemu-start", 0.0));
-    let host_cpus = cpu::allowed_cpus();
+    let host_cpus = match spec.pin_slot {
+        Some(j) => cpu::slot_cpus(&cpu::allowed_cpus(), j),
+        None => cpu::allowed_cpus(),
+    };
     let want_pinned = if spec.pin_vcpus {
         spec.suite.spec.smp as usize
     } else {
@@ -410,6 +425,7 @@ fn drive_qemu(
     };
     let mut stream: Vec<u8> = Vec::new();
     let mut status_seen: Option<Instant> = None;
+    let mut polls: u64 = 0;
     let status = loop {
         if let Some(st) = q.try_wait() {
             tracing::debug!(status = %st, "qemu exited");
@@ -429,6 +445,21 @@ fn drive_qemu(
                 timings.vcpus_pinned = cpu::pin_vcpus(p, &host_cpus) as u32;
             }
         }
+        // Real-time policies while the processes still create threads (sched, rule 3): every
+        // 8th poll of the first 30 s.
+        if spec.host_sched == sched::HostSched::Realtime
+            && polls % 8 == 0
+            && t0.elapsed() < Duration::from_secs(30)
+        {
+            if let Some(p) = bpid {
+                sched::backend_realtime(p);
+            }
+            if let Some(p) = qpid {
+                timings.vcpus_realtime = sched::qemu_realtime(p) as u32;
+            }
+            timings.rr_timeslice_ms = sched::rr_timeslice_ms();
+        }
+        polls += 1;
         let len = std::fs::metadata(&results).map(|m| m.len()).unwrap_or(0);
         if len > stream.len() as u64 {
             let now = t0.elapsed().as_secs_f64();

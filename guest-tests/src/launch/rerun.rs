@@ -35,6 +35,12 @@ pub struct RerunInfo {
     /// `run --pin-vcpus`.
     #[serde(default)]
     pub pin_vcpus: bool,
+    /// `run --host-sched`.
+    #[serde(default)]
+    pub host_sched: super::sched::HostSched,
+    /// `run --vcpu-placement split`: this guest's slot in its pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_slot: Option<u32>,
 }
 
 impl RerunInfo {
@@ -78,6 +84,8 @@ mod tests {
             qemu_bin: "qemu-system-x86_64".into(),
             extra_backend_args: Vec::new(),
             pin_vcpus: false,
+            host_sched: Default::default(),
+            pin_slot: None,
         };
         r.write(d.path()).unwrap();
         assert_eq!(

@@ -61,6 +61,8 @@ pub fn rerun(
         qemu_bin: r.qemu_bin.clone(),
         pair: None,
         pin_vcpus: r.pin_vcpus,
+        host_sched: r.host_sched,
+        pin_slot: r.pin_slot,
     };
     Ok(execute(&spec, r))
 }

@@ -405,3 +405,43 @@ fn verdict_lock_waits_and_blocked_picture_from_real_lock_artefacts() {
     let again = build(&root).unwrap();
     assert_eq!(std::fs::read_to_string(again.markdown).unwrap(), md);
 }
+
+/// The verdict's host line names the CPU the hypervisor below the host stole, only when there
+/// was some.
+#[test]
+fn verdict_host_line_reports_steal_only_when_there_was_some() {
+    use crate::compare::tests::run;
+    let runs = |steal: [f64; 3]| {
+        let mut v = Vec::new();
+        for (i, st) in steal.iter().enumerate() {
+            for k in ["base", "fix"] {
+                let x = if k == "base" { 9.0 + i as f64 } else { 0.0 };
+                let mut r = run(
+                    k,
+                    None,
+                    &[
+                        ("rr.qlock_wait_ms_per_kio", x),
+                        ("rr.guest_cpu_per_s", 1.5),
+                        ("rr.host_other_cpu_per_s", 0.02),
+                        ("rr.host_steal_cpu_per_s", if k == "base" { *st } else { 0.0 }),
+                    ],
+                );
+                r.info.primary_metric = Some("rr.qlock_wait_ms_per_kio".into());
+                v.push(r);
+            }
+        }
+        v
+    };
+    let text = |v: &[crate::results::RunResult]| {
+        let c = crate::compare::compare(v, &[]).unwrap();
+        verdict::verdict_text(&crate::compare::verdict::verdict(&c, v).unwrap(), None)
+    };
+    let stolen = text(&runs([0.0, 0.4, 0.1]));
+    assert!(
+        stolen.contains("CPU stolen by the hypervisor below the host")
+            && stolen.contains("(max 0.400 / 0)"),
+        "{stolen}"
+    );
+    let bare = text(&runs([0.0; 3]));
+    assert!(bare.contains("unrelated host load") && !bare.contains("stolen"), "{bare}");
+}

@@ -153,14 +153,24 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
     }
     if let Some(c) = comp(".guest_cpu_per_s") {
         let other_load = comp(".host_other_cpu_per_s");
+        // Shown only when the host is a VM whose hypervisor took CPU from it.
+        let steal = comp(".host_steal_cpu_per_s")
+            .filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
         out.push_str(&format!(
-            "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}; {}.\n\n",
+            "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
             fmt_num(c.base.mean),
             fmt_num(c.other.mean),
             other_load.map_or(String::new(), |l| format!(
                 ", unrelated host load {} / {} CPU-s/s",
                 fmt_num(l.base.mean),
                 fmt_num(l.other.mean)
+            )),
+            steal.map_or(String::new(), |l| format!(
+                ", CPU stolen by the hypervisor below the host {} / {} CPU-s/s (max {} / {})",
+                fmt_num(l.base.mean),
+                fmt_num(l.other.mean),
+                fmt_num(l.base.max),
+                fmt_num(l.other.max)
             )),
             if v.starved.is_empty() {
                 "no run was starved".to_string()

@@ -69,6 +69,8 @@ pub fn one_boot(
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
         pair: None,
         pin_vcpus: true,
+        host_sched: Default::default(),
+        pin_slot: None,
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),
@@ -85,6 +87,8 @@ pub fn one_boot(
         qemu_bin: PathBuf::from("qemu-system-x86_64"),
         extra_backend_args: Vec::new(),
         pin_vcpus: true,
+        host_sched: Default::default(),
+        pin_slot: None,
     };
     (spec, rerun)
 }

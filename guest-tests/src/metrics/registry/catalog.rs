@@ -533,6 +533,26 @@ pub static METRICS: &[MetricDef] = &[
         Host(|t, o| o.put(t.vcpus_pinned as f64))
     ),
     def!(
+        "harness.vcpus_realtime",
+        "threads",
+        Neither,
+        "host",
+        No,
+        "QEMU vCPU threads under SCHED_RR (run --host-sched rt); 0 = the host's fair scheduler",
+        Host(|t, o| o.put(t.vcpus_realtime as f64))
+    ),
+    def!(
+        "harness.host_rr_timeslice_ms",
+        "ms",
+        Neither,
+        "host",
+        No,
+        "the host's SCHED_RR time slice between vCPU threads on one CPU, when the run was real-time (/proc/sys/kernel/sched_rr_timeslice_ms)",
+        Host(|t, o| if let Some(v) = t.rr_timeslice_ms {
+            o.put(v)
+        })
+    ),
+    def!(
         "harness.guest_cpu_per_s",
         "CPU-s/s",
         Higher,
@@ -541,6 +561,17 @@ pub static METRICS: &[MetricDef] = &[
         "CPU time QEMU's vCPU threads got per wall second over the whole run",
         Host(|t, o| if let Some(w) = t.cpu_window("qemu-start", "qemu-end") {
             o.put(w.vcpu_per_s)
+        })
+    ),
+    def!(
+        "harness.host_steal_cpu_per_s",
+        "CPU-s/s",
+        Lower,
+        "host /proc",
+        No,
+        "host CPU the hypervisor below this host kept from it per wall second over the whole run (/proc/stat steal)",
+        Host(|t, o| if let Some(w) = t.cpu_window("qemu-start", "qemu-end") {
+            o.put(w.steal_per_s)
         })
     ),
     def!(

@@ -233,6 +233,17 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         })
     ),
     def!(
+        "{step}.host_steal_cpu_per_s",
+        "CPU-s/s",
+        Lower,
+        "host /proc",
+        No,
+        "host CPU the hypervisor below this host kept from it per wall second of the step (/proc/stat steal; 0 on bare metal)",
+        Step(|s, o| if let Some(c) = &s.host_cpu {
+            o.put(c.steal_per_s)
+        })
+    ),
+    def!(
         "{step}.host_loadavg",
         "load",
         Lower,

@@ -1,0 +1,145 @@
+//! Real-time host scheduling of a run's processes (`run --host-sched rt`): the guest is given
+//! priority over whatever else the host runs (a kernel build on a developer's workstation), as
+//! cyclictest is, so that unrelated load takes CPU from itself and not from the measurement.
+//!
+//! Contract:
+//! 1. Only threads of the run's own children are changed (QEMU's and the external backend's,
+//!    found under `/proc/PID/task`); the harness and the rest of the host keep their policy.
+//! 2. The backend's threads get `SCHED_FIFO` [`BACKEND_FIFO`], QEMU's threads that are not
+//!    vCPUs (main loop: interrupt injection, chardevs, timers) `SCHED_FIFO` [`QEMU_FIFO`], and
+//!    QEMU's vCPU threads `SCHED_RR` [`VCPU_RR`]: a woken backend worker or main loop preempts
+//!    a running vCPU at once (as a wake-up does under the fair scheduler), and vCPU threads
+//!    that share a host CPU take turns every `sched_rr_timeslice_ms` (a host setting, read into
+//!    the run's metrics by [`rr_timeslice_ms`]; this module never changes it).
+//! 3. Threads created after a call inherit their creator's policy; callers repeat the call
+//!    while a process may still create threads (QEMU's vCPU threads are created by its main
+//!    thread, FIFO by then, and are moved to RR on the next call). Calls are idempotent.
+//! 4. The kernel's real-time throttling (`sched_rt_runtime_us`, by default 95 % of each CPU)
+//!    stays in force: the fair class keeps at least 5 %, so a busy guest cannot lock up the
+//!    host. A thread that cannot be changed (EPERM without CAP_SYS_NICE, a real-time cgroup
+//!    without runtime) is counted as not changed; nothing fails.
+
+/// Priority of the backend's threads (SCHED_FIFO).
+pub const BACKEND_FIFO: i32 = 3;
+/// Priority of QEMU's threads that are not vCPUs (SCHED_FIFO).
+pub const QEMU_FIFO: i32 = 2;
+/// Priority of QEMU's vCPU threads (SCHED_RR).
+pub const VCPU_RR: i32 = 1;
+
+/// Sets `policy` / `prio` on one thread; false when refused or the thread is gone.
+fn set_thread(tid: i32, policy: i32, prio: i32) -> bool {
+    // SAFETY: sched_getscheduler takes a tid and nothing else.
+    let current = unsafe { libc::sched_getscheduler(tid) };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    if current == policy {
+        let mut now = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_getparam writes one sched_param into `now`, which lives on this stack.
+        if unsafe { libc::sched_getparam(tid, &mut now) } == 0 && now.sched_priority == prio {
+            return true;
+        }
+    }
+    // SAFETY: sched_setscheduler reads one sched_param from `param`, which lives on this
+    // stack; tid is a thread of a child process of ours (a stale tid fails with ESRCH).
+    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
+}
+
+/// Every thread of `pid` with its comm.
+fn threads(pid: u32) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Rule 2 for the backend: every thread of `pid` to SCHED_FIFO [`BACKEND_FIFO`]. Returns how
+/// many threads have it.
+pub fn backend_realtime(pid: u32) -> usize {
+    threads(pid)
+        .into_iter()
+        .filter(|(tid, _)| set_thread(*tid, libc::SCHED_FIFO, BACKEND_FIFO))
+        .count()
+}
+
+/// Rule 2 for QEMU: vCPU threads to SCHED_RR [`VCPU_RR`], the others to SCHED_FIFO
+/// [`QEMU_FIFO`]. Returns how many vCPU threads are real-time.
+pub fn qemu_realtime(pid: u32) -> usize {
+    let mut vcpus = 0;
+    for (tid, comm) in threads(pid) {
+        if super::cpu::is_vcpu(&comm) {
+            vcpus += usize::from(set_thread(tid, libc::SCHED_RR, VCPU_RR));
+        } else {
+            set_thread(tid, libc::SCHED_FIFO, QEMU_FIFO);
+        }
+    }
+    vcpus
+}
+
+/// The host's round-robin time slice, ms (`/proc/sys/kernel/sched_rr_timeslice_ms`).
+pub fn rr_timeslice_ms() -> Option<f64> {
+    std::fs::read_to_string("/proc/sys/kernel/sched_rr_timeslice_ms")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How a run's processes are scheduled on the host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostSched {
+    /// The host's default (the fair scheduler).
+    #[default]
+    Normal,
+    /// Rule 2.
+    Realtime,
+}
+
+impl std::str::FromStr for HostSched {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "normal" => Ok(HostSched::Normal),
+            "rt" => Ok(HostSched::Realtime),
+            o => Err(format!("unknown --host-sched '{o}' (known: normal, rt)")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_a_process_without_vcpus_has_none() {
+        assert_eq!("rt".parse::<HostSched>(), Ok(HostSched::Realtime));
+        assert_eq!("normal".parse::<HostSched>(), Ok(HostSched::Normal));
+        assert!("fifo".parse::<HostSched>().unwrap_err().contains("known: normal, rt"));
+        assert!(rr_timeslice_ms().unwrap_or(1.0) > 0.0);
+        assert_eq!(threads(u32::MAX).len(), 0);
+    }
+
+    /// A real child made real-time and its threads counted (skipped where the host refuses
+    /// real-time policies to this process).
+    #[test]
+    fn a_child_gets_fifo() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = child.id();
+        let n = backend_realtime(pid);
+        if n > 0 {
+            // SAFETY: sched_getscheduler takes a pid and nothing else.
+            assert_eq!(unsafe { libc::sched_getscheduler(pid as i32) }, libc::SCHED_FIFO);
+            assert_eq!(backend_realtime(pid), n, "idempotent");
+        }
+        assert_eq!(qemu_realtime(pid), 0, "sleep has no vCPU threads");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
