@@ -427,7 +427,10 @@ mod tests {
             (vec!["--timeout", "0"], "positive"),
             (vec!["--retries", "9"], "--retries"),
             (vec!["--vcpu-placement", "split"], "needs --design paired"),
-            (vec!["--vcpu-placement", "numa"], "known: pinned, host, split"),
+            (
+                vec!["--vcpu-placement", "numa"],
+                "known: pinned, host, split",
+            ),
             (vec!["--host-sched", "fifo"], "known: normal, rt"),
         ] {
             let mut e = extra.clone();

@@ -299,7 +299,10 @@ mod tests {
         let vm = "cpu  5695 0 3490 34236 356 0 129 709 0 0\n";
         assert_eq!(parse_proc_stat(vm, 100.0), Some((93.14, 7.09)));
         // An old kernel without the steal column.
-        assert_eq!(parse_proc_stat("cpu  1 2 3 4 5\n", 100.0), Some((0.06, 0.0)));
+        assert_eq!(
+            parse_proc_stat("cpu  1 2 3 4 5\n", 100.0),
+            Some((0.06, 0.0))
+        );
         let a = CpuSample {
             qemu: ProcCpu {
                 vcpu_s: 10.0,

@@ -121,7 +121,10 @@ mod tests {
     fn names_parse_and_a_process_without_vcpus_has_none() {
         assert_eq!("rt".parse::<HostSched>(), Ok(HostSched::Realtime));
         assert_eq!("normal".parse::<HostSched>(), Ok(HostSched::Normal));
-        assert!("fifo".parse::<HostSched>().unwrap_err().contains("known: normal, rt"));
+        assert!("fifo"
+            .parse::<HostSched>()
+            .unwrap_err()
+            .contains("known: normal, rt"));
         assert!(rr_timeslice_ms().unwrap_or(1.0) > 0.0);
         assert_eq!(threads(u32::MAX).len(), 0);
     }
@@ -130,12 +133,18 @@ mod tests {
     /// real-time policies to this process).
     #[test]
     fn a_child_gets_fifo() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id();
         let n = backend_realtime(pid);
         if n > 0 {
             // SAFETY: sched_getscheduler takes a pid and nothing else.
-            assert_eq!(unsafe { libc::sched_getscheduler(pid as i32) }, libc::SCHED_FIFO);
+            assert_eq!(
+                unsafe { libc::sched_getscheduler(pid as i32) },
+                libc::SCHED_FIFO
+            );
             assert_eq!(backend_realtime(pid), n, "idempotent");
         }
         assert_eq!(qemu_realtime(pid), 0, "sleep has no vCPU threads");

@@ -423,7 +423,10 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
                         ("rr.qlock_wait_ms_per_kio", x),
                         ("rr.guest_cpu_per_s", 1.5),
                         ("rr.host_other_cpu_per_s", 0.02),
-                        ("rr.host_steal_cpu_per_s", if k == "base" { *st } else { 0.0 }),
+                        (
+                            "rr.host_steal_cpu_per_s",
+                            if k == "base" { *st } else { 0.0 },
+                        ),
                     ],
                 );
                 r.info.primary_metric = Some("rr.qlock_wait_ms_per_kio".into());
@@ -443,5 +446,8 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
         "{stolen}"
     );
     let bare = text(&runs([0.0; 3]));
-    assert!(bare.contains("unrelated host load") && !bare.contains("stolen"), "{bare}");
+    assert!(
+        bare.contains("unrelated host load") && !bare.contains("stolen"),
+        "{bare}"
+    );
 }

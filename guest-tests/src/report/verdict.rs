@@ -154,8 +154,7 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
     if let Some(c) = comp(".guest_cpu_per_s") {
         let other_load = comp(".host_other_cpu_per_s");
         // Shown only when the host is a VM whose hypervisor took CPU from it.
-        let steal = comp(".host_steal_cpu_per_s")
-            .filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
+        let steal = comp(".host_steal_cpu_per_s").filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
         out.push_str(&format!(
             "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
             fmt_num(c.base.mean),
