@@ -3,14 +3,17 @@
 # on the shared development host run it under `flock /tmp/vb-cpu.lock`). See docs/bench-latency.md.
 #
 #  1. Floor: cyclictest (SCHED_FIFO 80, 200 us interval, histogram in 1 us buckets) wake-up
-#     latency of this host: p50 / p99 / max from its histogram.
+#     latency of this host: p50 / p99 / max from its histogram; then the same at each target's
+#     own interval (the goal's floor: a longer sleep can wake later).
 #  2. Latency accuracy of ours: null storage, 1 queue, QD1, MSI-X latency 10/50/200/1000 us.
 #     - timer-only: the backend's own per-interrupt error, signal time - due time (its statistics'
 #       irq_error, from --stats-file);
 #     - end to end: the bench spins on the used ring and the call eventfd and measures every
 #       completion's used-entry-to-interrupt delay; error = delay - target.
 #     Median error = p50 - target, p99 excess = p99 - target, and the ratio of the end-to-end p99
-#     excess to cyclictest's p99. (A preempted bench thread timestamps used entries late, so on a
+#     excess to cyclictest's p99. Each target runs twice where real-time policies are allowed:
+#     the backend under the fair scheduler (its default) and with --rt-priority 80 (cyclictest's
+#     own policy and priority, so that the p99 ratio compares like with like). (A preempted bench thread timestamps used entries late, so on a
 #     loaded host the delay reads short; the request latency can only read long.)
 #  3. qemu-storage-daemon: null-co latency-ns at the same targets (a service delay: its request
 #     latency - target is shown, beside ours).
@@ -58,6 +61,8 @@ BIN=$ROOT/target/release
 BENCH=$BIN/vhost-blk-bench
 HAVE_QSD=0
 command -v qemu-storage-daemon >/dev/null && HAVE_QSD=1
+HAVE_RT=0 # real-time policies allowed here (the backend's --rt-priority rows)
+chrt -f 1 true 2>/dev/null && HAVE_RT=1
 
 wait_socket() {
     for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.05; done
@@ -100,6 +105,12 @@ bench() { # JSON_OUT SOCKET DURATION ARGS...
 # 1. Floor.
 if command -v cyclictest >/dev/null; then
     cyclictest -q -m -t1 -p 80 -i 200 -l 10000 -h 20000 >"$OUT/cyclictest.txt" 2>/dev/null || true
+    # The floor at each target's own interval: about 2 s of wake-ups, 2,000 to 10,000 of them.
+    for t in $TARGETS_US; do
+        loops=$((2000000 / t)); [ "$loops" -gt 10000 ] && loops=10000; [ "$loops" -lt 2000 ] && loops=2000
+        cyclictest -q -m -t1 -p 80 -i "$t" -l "$loops" -h 20000 >"$OUT/cyclictest-${t}us.txt" \
+            2>/dev/null || true
+    done
 fi
 
 # 2 + 3. Latency accuracy.
@@ -108,6 +119,13 @@ for t in $TARGETS_US; do
         --stats-file "$OUT/ours-msix-${t}us-stats.json"
     bench "$OUT/ours-msix-${t}us.json" "$WORK/o.sock" "$LAT_DURATION" --queues 1 --qd 1 --measure-irq
     stop_backend # writes the stats file at exit
+    if [ "$HAVE_RT" = 1 ]; then # the same at cyclictest's policy and priority
+        start_ours "$WORK/o.sock" --null 1G --num-queues 1 --msix-latency "${t}us" \
+            --rt-priority 80 --stats-file "$OUT/ours-rt-msix-${t}us-stats.json"
+        bench "$OUT/ours-rt-msix-${t}us.json" "$WORK/o.sock" "$LAT_DURATION" --queues 1 --qd 1 \
+            --measure-irq
+        stop_backend
+    fi
     if [ "$HAVE_QSD" = 1 ]; then
         start_qsd "$WORK/q.sock" 1 $((t * 1000))
         bench "$OUT/qsd-latency-${t}us.json" "$WORK/q.sock" "$LAT_DURATION" --queues 1 --qd 1

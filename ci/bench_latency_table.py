@@ -21,9 +21,9 @@ def load(name):
         return json.load(f)
 
 
-def cyclictest():
+def cyclictest(name="cyclictest.txt"):
     """p50 / p99 / max (us) from cyclictest's histogram output, or None."""
-    p = os.path.join(out, "cyclictest.txt")
+    p = os.path.join(out, name)
     if not os.path.exists(p):
         return None
     counts, overflow, mx = {}, 0, None
@@ -67,31 +67,43 @@ print("## Latency accuracy (1 queue, QD1)\n")
 print("Timer-only: the backend's signal time - due time (its irq_error statistics). End to end: "
       "used entry seen by the bench -> call eventfd seen by the bench, - target. "
       "Ratio: end-to-end p99 excess / cyclictest p99.\n")
-print("| target us | timer-only median error | timer-only p99 | end-to-end median error "
-      "| end-to-end p99 excess | p99 excess / cyclictest p99 | request p50 - target "
-      "| qemu-storage-daemon request p50 - target |")
-print("|---|---|---|---|---|---|---|---|")
+print("The goal's floor is cyclictest's p99 at the target's own interval (cyclictest-<t>us.txt: "
+      "a longer sleep can wake later on a host whose CPUs idle deeper, e.g. a VM whose vCPU "
+      "the hypervisor deschedules); the 200 us floor is shown beside it.\n")
+print("| target us | backend threads | timer-only median error | timer-only p99 "
+      "| end-to-end median error | end-to-end p99 excess | cyclictest p99 at this interval "
+      "| p99 excess / cyclictest p99 (this interval) | p99 excess / cyclictest p99 (200 us) "
+      "| request p50 - target | qemu-storage-daemon request p50 - target |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 lat_goal = []
+# ours-msix-*: the backend under the host's fair scheduler (its default); ours-rt-msix-*:
+# --rt-priority 80, the policy and priority cyclictest's floor is measured with.
+MODES = [("ours-msix", "fair (default)"), ("ours-rt-msix", "SCHED_FIFO 80")]
 for t in targets:
     tu = float(t)
-    ours, st, q = load(f"ours-msix-{t}us.json"), load(f"ours-msix-{t}us-stats.json"), \
-        load(f"qsd-latency-{t}us.json")
-    if not ours:
-        continue
-    d, r = ours["total"]["irq_delay_us"], ours["total"]["latency_us"]
-    e2e_med, e2e_p99 = d["p50"] - tu, d["p99"] - tu
-    timer_med = timer_p99 = None
-    if st:
-        e = st["total"]["irq_error_us"]
-        # irq_error is |signal - due|; the engine never signals early outside a flush, and the
-        # early count says whether it did.
-        sign = -1 if st["total"]["irq_early"] > st["total"]["irq_late"] else 1
-        timer_med, timer_p99 = sign * e["p50"], e["p99"]
-    ratio = e2e_p99 / floor["p99"] if floor and floor["p99"] else None
-    qs = q["total"]["latency_us"]["p50"] - tu if q else None
-    lat_goal.append((t, e2e_med, ratio))
-    print(f"| {t} | {fmt(timer_med, '+.2f')} | {fmt(timer_p99, '.1f')} | {e2e_med:+.2f} "
-          f"| {e2e_p99:+.1f} | {fmt(ratio, '.2f')} | {r['p50'] - tu:+.1f} | {fmt(qs)} |")
+    q = load(f"qsd-latency-{t}us.json")
+    same = cyclictest(f"cyclictest-{t}us.txt")
+    for prefix, mode in MODES:
+        ours, st = load(f"{prefix}-{t}us.json"), load(f"{prefix}-{t}us-stats.json")
+        if not ours:
+            continue
+        d, r = ours["total"]["irq_delay_us"], ours["total"]["latency_us"]
+        e2e_med, e2e_p99 = d["p50"] - tu, d["p99"] - tu
+        timer_med = timer_p99 = None
+        if st:
+            e = st["total"]["irq_error_us"]
+            # irq_error is |signal - due|; the engine never signals early outside a flush, and
+            # the early count says whether it did.
+            sign = -1 if st["total"]["irq_early"] > st["total"]["irq_late"] else 1
+            timer_med, timer_p99 = sign * e["p50"], e["p99"]
+        ratio200 = e2e_p99 / floor["p99"] if floor and floor["p99"] else None
+        ratio = e2e_p99 / same["p99"] if same and same["p99"] else None
+        qs = q["total"]["latency_us"]["p50"] - tu if q and prefix == "ours-msix" else None
+        lat_goal.append((t, mode, e2e_med, ratio, ratio200))
+        print(f"| {t} | {mode} | {fmt(timer_med, '+.2f')} | {fmt(timer_p99, '.1f')} "
+              f"| {e2e_med:+.2f} | {e2e_p99:+.1f} | {same['p99'] if same else '-'} "
+              f"| {fmt(ratio, '.2f')} | {fmt(ratio200, '.2f')} | {r['p50'] - tu:+.1f} "
+              f"| {fmt(qs)} |")
 
 print(f"\n## Efficiency: 4k randread, null storage, {queues} queues x QD{qd}, {threads} client "
       f"threads, {rounds} interleaved rounds\n")
@@ -183,9 +195,11 @@ for a, label in [("ours-bench", "vhost-blk-bench"), ("ours-blkio", "blkio")]:
     rm = ratios.get(a)
     print(f"- Efficiency >= 2.0x qemu-storage-daemon, {label} client: "
           f"{fmt(rm, '.2f')}x: {verdict(None if rm is None else rm >= 2.0)}")
-for t, m, rt in lat_goal:
-    print(f"- Median latency error <= 2 us at {t} us (end to end): {m:+.2f} us: {verdict(abs(m) <= 2.0)}; "
-          f"p99 excess <= 1.5x cyclictest p99: {fmt(rt, '.2f')}x: {verdict(None if rt is None else rt <= 1.5)}")
+for t, mode, m, rt, rt200 in lat_goal:
+    print(f"- Median latency error <= 2 us at {t} us (end to end, backend {mode}): {m:+.2f} us: "
+          f"{verdict(abs(m) <= 2.0)}; p99 excess <= 1.5x cyclictest p99 at {t} us: "
+          f"{fmt(rt, '.2f')}x: {verdict(None if rt is None else rt <= 1.5)} "
+          f"(against the 200 us floor: {fmt(rt200, '.2f')}x)")
 for a, label in [("ours-scsi10-bench", "READ(10)"), ("ours-scsi16-bench", "READ(16)")]:
     rm = ratios.get(a)
     print(f"- SCSI {label} ops per CPU-second within 15 % of the blk path: {fmt(rm, '.2f')}x: "

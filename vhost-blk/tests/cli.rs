@@ -122,3 +122,52 @@ fn same_settings_from_a_toml_file() {
         (8 << 20) / 512
     );
 }
+
+/// `--rt-priority`: every thread of the backend runs SCHED_FIFO at that priority; where this
+/// process may not use real-time policies, the backend refuses with one line and exit 2.
+#[test]
+fn rt_priority_makes_every_thread_fifo_or_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("vhost.sock");
+    let s = sock.to_str().unwrap();
+    let probe = vhost_blk(&["--socket-path", s, "--null", "1G", "--rt-priority", "7", "--bogus"]);
+    assert_eq!(probe.status.code(), Some(2), "a bad option is still caught first");
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler on a thread this test creates for the probe; it reads one
+    // sched_param from the stack.
+    let allowed = std::thread::spawn(move || unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+    })
+    .join()
+    .unwrap();
+    if !allowed {
+        let out = vhost_blk(&["--socket-path", s, "--null", "1G", "--rt-priority", "7"]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--rt-priority 7") && err.lines().count() == 1, "{err}");
+        assert!(!sock.exists(), "nothing created");
+        return;
+    }
+    let mut b = Backend::start_in(dir, &["--null", "1G", "--rt-priority", "7"]);
+    let pid = b.child.id();
+    let tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    assert!(tasks.len() >= 2, "main and signal threads: {tasks:?}");
+    for tid in tasks {
+        let mut p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_getscheduler / sched_getparam on a thread of our child; `p` is a valid
+        // out-pointer on this stack.
+        let (policy, ok) = unsafe {
+            (
+                libc::sched_getscheduler(tid),
+                libc::sched_getparam(tid, &mut p) == 0,
+            )
+        };
+        assert_eq!(policy, libc::SCHED_FIFO, "thread {tid}");
+        assert!(ok && p.sched_priority == 7, "thread {tid}: {}", p.sched_priority);
+    }
+    assert_eq!(b.signal_and_wait(libc::SIGTERM).code(), Some(0));
+}

@@ -115,6 +115,8 @@ pub struct Config {
     pub serial: String,
     pub stats_file: Option<PathBuf>,
     pub completion: CompletionModel,
+    /// SCHED_FIFO priority of every backend thread (None: the host's default policy).
+    pub rt_priority: Option<u8>,
 }
 
 /// Default serial: recognisable in the guest's sysfs.
@@ -279,6 +281,9 @@ impl TryFrom<Args> for Config {
             .map_err(|e| ConfigError::Completion(e.to_string()))?;
         let cmd_per_lun = o.cmd_per_lun.unwrap_or(128);
         in_range("--cmd-per-lun", "1..=1024", cmd_per_lun.into(), 1, 1024)?;
+        if let Some(p) = o.rt_priority {
+            in_range("--rt-priority", "1..=99", p.into(), 1, 99)?;
+        }
         Ok(Config {
             topology,
             cmd_per_lun,
@@ -292,6 +297,7 @@ impl TryFrom<Args> for Config {
             block_size,
             serial,
             stats_file: o.stats_file,
+            rt_priority: o.rt_priority,
         })
     }
 }

@@ -131,6 +131,11 @@ backend_options! {
         /// virtio-scsi cmd_per_lun: the guest's default LUN queue depth.
         #[arg(long)]
         pub cmd_per_lun: Option<u32>,
+        /// Run every thread of the backend SCHED_FIFO at this priority (1..=99), as cyclictest
+        /// runs: completion deadlines then do not wait behind the host's other runnable
+        /// threads. Needs CAP_SYS_NICE (refused before anything is created otherwise).
+        #[arg(long)]
+        pub rt_priority: Option<u8>,
         /// `[completion]` of the settings file: the MSI-X latency / coalescing model (on the
         /// command line, [`CompletionArgs`] sets it field by field).
         #[arg(skip)]

@@ -91,6 +91,14 @@ fn invalid_settings_are_rejected_with_a_reason() {
             ],
             "20 bytes",
         ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--rt-priority", "0"],
+            "--rt-priority",
+        ),
+        (
+            &["--socket-path", "s", "--null", "1G", "--rt-priority", "100"],
+            "1..=99",
+        ),
     ];
     for (a, want) in cases {
         let e = Config::try_from(args(a)).unwrap_err().to_string();

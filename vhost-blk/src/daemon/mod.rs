@@ -46,6 +46,11 @@ pub enum DaemonError {
     Topology(String),
     #[error("vhost-user: {0}")]
     VhostUser(String),
+    #[error("--rt-priority {prio}: sched_setscheduler(SCHED_FIFO): {source}")]
+    Realtime {
+        prio: u8,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -58,7 +63,8 @@ impl DaemonError {
             | DaemonError::SocketInUse(_)
             | DaemonError::NotASocket(_)
             | DaemonError::Socket { .. }
-            | DaemonError::Topology(_) => 2,
+            | DaemonError::Topology(_)
+            | DaemonError::Realtime { .. } => 2,
             _ => 1,
         }
     }
@@ -156,8 +162,28 @@ fn spawn_signal_thread(
         .expect("spawn signal thread");
 }
 
+/// `--rt-priority`: this thread SCHED_FIFO at `prio`, before any other thread exists, so that
+/// every thread the daemon spawns inherits it.
+fn set_realtime(prio: u8) -> Result<(), DaemonError> {
+    let param = libc::sched_param {
+        sched_priority: prio.into(),
+    };
+    // SAFETY: sched_setscheduler reads one sched_param from `param`, which lives on this
+    // stack; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(DaemonError::Realtime {
+            prio,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
 /// Runs the backend until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), DaemonError> {
+    if let Some(p) = config.rt_priority {
+        set_realtime(p)?;
+    }
     let sigset = block_signals();
     clear_stale_socket(&config.socket_path)?;
     match config.device {
