@@ -130,8 +130,20 @@ fn rt_priority_makes_every_thread_fifo_or_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("vhost.sock");
     let s = sock.to_str().unwrap();
-    let probe = vhost_blk(&["--socket-path", s, "--null", "1G", "--rt-priority", "7", "--bogus"]);
-    assert_eq!(probe.status.code(), Some(2), "a bad option is still caught first");
+    let probe = vhost_blk(&[
+        "--socket-path",
+        s,
+        "--null",
+        "1G",
+        "--rt-priority",
+        "7",
+        "--bogus",
+    ]);
+    assert_eq!(
+        probe.status.code(),
+        Some(2),
+        "a bad option is still caught first"
+    );
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler on a thread this test creates for the probe; it reads one
     // sched_param from the stack.
@@ -144,7 +156,10 @@ fn rt_priority_makes_every_thread_fifo_or_is_refused() {
         let out = vhost_blk(&["--socket-path", s, "--null", "1G", "--rt-priority", "7"]);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--rt-priority 7") && err.lines().count() == 1, "{err}");
+        assert!(
+            err.contains("--rt-priority 7") && err.lines().count() == 1,
+            "{err}"
+        );
         assert!(!sock.exists(), "nothing created");
         return;
     }
@@ -167,7 +182,11 @@ fn rt_priority_makes_every_thread_fifo_or_is_refused() {
             )
         };
         assert_eq!(policy, libc::SCHED_FIFO, "thread {tid}");
-        assert!(ok && p.sched_priority == 7, "thread {tid}: {}", p.sched_priority);
+        assert!(
+            ok && p.sched_priority == 7,
+            "thread {tid}: {}",
+            p.sched_priority
+        );
     }
     assert_eq!(b.signal_and_wait(libc::SIGTERM).code(), Some(0));
 }

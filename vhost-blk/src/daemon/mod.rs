@@ -47,10 +47,7 @@ pub enum DaemonError {
     #[error("vhost-user: {0}")]
     VhostUser(String),
     #[error("--rt-priority {prio}: sched_setscheduler(SCHED_FIFO): {source}")]
-    Realtime {
-        prio: u8,
-        source: std::io::Error,
-    },
+    Realtime { prio: u8, source: std::io::Error },
     #[error("{0}")]
     Other(String),
 }
