@@ -21,7 +21,10 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/idle-until-decided verdict/within-boot verdict/mainjob-fresh-30s
     verdict/busy-interleaved-30s verdict/idle-interleaved-30s seed003-scale-noprof seed000-versions/lockwait seed000-versions/storm
     verdict/idle-s21-fasthost seed000-versions/unfrozen seed003-scale-4cpu
-    verdict/busy-s21-fasthost seed000-versions/unfrozen-busy)
+    verdict/busy-s21-fasthost seed000-versions/unfrozen-busy
+    verdict/mainjob-s22-fresh verdict/idle-rt verdict/busy-rt seed003-scale-paired
+    seed003-scale-paired-split seed003-scale-paired-split-rotated
+    seed003-scale-paired-split-rotated-2 verdict/idle-4cpu)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
