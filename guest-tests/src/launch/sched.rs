@@ -141,10 +141,8 @@ mod tests {
         let n = backend_realtime(pid);
         if n > 0 {
             // SAFETY: sched_getscheduler takes a pid and nothing else.
-            assert_eq!(
-                unsafe { libc::sched_getscheduler(pid as i32) },
-                libc::SCHED_FIFO
-            );
+            let policy = unsafe { libc::sched_getscheduler(pid as i32) };
+            assert_eq!(policy, libc::SCHED_FIFO);
             assert_eq!(backend_realtime(pid), n, "idempotent");
         }
         assert_eq!(qemu_realtime(pid), 0, "sleep has no vCPU threads");
