@@ -24,7 +24,8 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/busy-s21-fasthost seed000-versions/unfrozen-busy
     verdict/mainjob-s22-fresh verdict/idle-rt verdict/busy-rt seed003-scale-paired
     seed003-scale-paired-split seed003-scale-paired-split-rotated
-    seed003-scale-paired-split-rotated-2 verdict/idle-4cpu)
+    seed003-scale-paired-split-rotated-2 verdict/idle-4cpu verdict/busy-nice
+    verdict/busy-interleaved-s22 verdict/idle-nice)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

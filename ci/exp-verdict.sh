@@ -7,7 +7,9 @@
 # and, on the busy host, the backend's worker-thread count (THREADS_SWEEP);
 #   idle-rt / busy-rt: interleaved with `--host-sched rt` (QEMU and the backend at real-time
 #   priority, vCPU threads taking turns every RR_SLICE_MS ms: the host's sched_rr_timeslice_ms
-#   is set for the cell and put back afterwards; needs root).
+#   is set for the cell and put back afterwards; needs root);
+#   idle-nice / busy-nice: interleaved with `--host-sched nice` (QEMU and the backend at nice -19
+#   under the fair scheduler).
 # Prints one comparison per cell and keeps every matrix under OUT.
 #
 # Environment: OUT (default results/verdict-<UTC time>), REPEAT (6), CELLS (all: idle-interleaved
@@ -55,6 +57,8 @@ for c in $CELLS; do
         idle-paired) cell "$c" --design paired ;;
         busy-interleaved) hog_on; cell "$c" --design interleaved; hog_off ;;
         busy-paired) hog_on; cell "$c" --design paired; hog_off ;;
+        idle-nice) cell "$c" --design interleaved --host-sched nice ;;
+        busy-nice) hog_on; cell "$c" --design interleaved --host-sched nice; hog_off ;;
         idle-rt) rr_on; cell "$c" --design interleaved --host-sched rt; rr_off ;;
         busy-rt) rr_on; hog_on; cell "$c" --design interleaved --host-sched rt; hog_off; rr_off ;;
         busy-threads)

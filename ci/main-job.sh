@@ -9,6 +9,8 @@
 #
 # Environment: REPEAT (default 6), KERNELS (default rt,rt+seed000; the first is the baseline),
 # DESIGN (interleaved | paired, default below: the measured better one, docs/results/verdict),
+# HOST_SCHED (nice: QEMU and the backend at nice -19, so that a compile on the same machine
+# takes CPU from itself and not from the guest, docs/results/verdict "Nice -19"; normal; rt),
 # BUILTIN=1 to add QEMU's built-in virtio-scsi as a reference column, OUT (default
 # results/seed000-<UTC time>), VB_CACHE (image cache, default .cache/).
 set -euo pipefail
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 REPEAT=${REPEAT:-6}
 KERNELS=${KERNELS:-rt,rt+seed000}
 DESIGN=${DESIGN:-interleaved}
+HOST_SCHED=${HOST_SCHED:-nice}
 BUILTIN=${BUILTIN:-0}
 OUT=${OUT:-results/seed000-$(date -u +%Y%m%dT%H%M%SZ)}
 
@@ -36,13 +39,14 @@ start=$(date +%s)
 # Kernels first (with a progress bar), so the runs below only boot.
 IFS=, read -r -a kernel_list <<<"$KERNELS"
 "$GT" images build "${kernel_list[@]}"
-echo "== seed 000 on vhost-blk, $DESIGN design, $REPEAT boots per kernel ($(date -u +%H:%M:%S))"
+echo "== seed 000 on vhost-blk, $DESIGN design, host-sched $HOST_SCHED, $REPEAT boots per kernel ($(date -u +%H:%M:%S))"
 "$GT" run --kernels "$KERNELS" --suite seed000-lockwait --repeat "$REPEAT" --design "$DESIGN" \
-    --out "$OUT/vhost-blk" | grep --line-buffered -v '^|' || true
+    --host-sched "$HOST_SCHED" --out "$OUT/vhost-blk" | grep --line-buffered -v '^|' || true
 if [ "$BUILTIN" = 1 ]; then
     echo "== the same on QEMU's built-in virtio-scsi (reference column)"
     "$GT" run --kernels "$KERNELS" --suite seed000-lockwait-builtin --repeat "$REPEAT" \
-        --design "$DESIGN" --out "$OUT/builtin" | grep --line-buffered -v '^|' || true
+        --design "$DESIGN" --host-sched "$HOST_SCHED" --out "$OUT/builtin" |
+        grep --line-buffered -v '^|' || true
     "$GT" report "$OUT/builtin" >/dev/null
 fi
 "$GT" report "$OUT/vhost-blk" >/dev/null

@@ -431,7 +431,7 @@ mod tests {
                 vec!["--vcpu-placement", "numa"],
                 "known: pinned, host, split",
             ),
-            (vec!["--host-sched", "fifo"], "known: normal, rt"),
+            (vec!["--host-sched", "fifo"], "known: normal, rt, nice"),
         ] {
             let mut e = extra.clone();
             e.extend(["--out", o]);

@@ -68,7 +68,8 @@ pub struct RunArgs {
     /// `normal` (the host's fair scheduler) or `rt`: QEMU's vCPU threads SCHED_RR 1, its other
     /// threads SCHED_FIFO 2, the backend SCHED_FIFO 3, so that unrelated host load does not
     /// take CPU from the guest (the slice between vCPUs on one CPU is the host's
-    /// sched_rr_timeslice_ms; docs/results/verdict).
+    /// sched_rr_timeslice_ms; docs/results/verdict); or `nice`: the fair scheduler with every
+    /// thread of QEMU and the backend at nice -19.
     #[arg(long, default_value = "normal")]
     host_sched: String,
     #[command(flatten)]

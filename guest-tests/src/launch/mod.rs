@@ -135,6 +135,8 @@ pub struct HostTimes {
     pub vcpus_realtime: u32,
     /// The host's SCHED_RR time slice (ms) when the run was real-time.
     pub rr_timeslice_ms: Option<f64>,
+    /// QEMU threads at nice `sched::NICE` (`--host-sched nice`); 0 when not asked or not done.
+    pub threads_reniced: u32,
     /// `[restarts]`: each backend instance before its kill, and the last one at the end.
     pub backend_restarts: Vec<restart::RestartRecord>,
 }
@@ -447,17 +449,26 @@ fn drive_qemu(
         }
         // Real-time policies while the processes still create threads (sched, rule 3): every
         // 8th poll of the first 30 s.
-        if spec.host_sched == sched::HostSched::Realtime
+        if spec.host_sched != sched::HostSched::Normal
             && polls % 8 == 0
             && t0.elapsed() < Duration::from_secs(30)
         {
-            if let Some(p) = bpid {
-                sched::backend_realtime(p);
+            if spec.host_sched == sched::HostSched::Realtime {
+                if let Some(p) = bpid {
+                    sched::backend_realtime(p);
+                }
+                if let Some(p) = qpid {
+                    timings.vcpus_realtime = sched::qemu_realtime(p) as u32;
+                }
+                timings.rr_timeslice_ms = sched::rr_timeslice_ms();
+            } else {
+                if let Some(p) = bpid {
+                    sched::renice(p);
+                }
+                if let Some(p) = qpid {
+                    timings.threads_reniced = sched::renice(p) as u32;
+                }
             }
-            if let Some(p) = qpid {
-                timings.vcpus_realtime = sched::qemu_realtime(p) as u32;
-            }
-            timings.rr_timeslice_ms = sched::rr_timeslice_ms();
         }
         polls += 1;
         let len = std::fs::metadata(&results).map(|m| m.len()).unwrap_or(0);

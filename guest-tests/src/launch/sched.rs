@@ -18,6 +18,10 @@
 //!    stays in force: the fair class keeps at least 5 %, so a busy guest cannot lock up the
 //!    host. A thread that cannot be changed (EPERM without CAP_SYS_NICE, a real-time cgroup
 //!    without runtime) is counted as not changed; nothing fails.
+//! 5. `--host-sched nice` keeps the fair scheduler but gives every thread of QEMU and the
+//!    backend nice [`NICE`]: a weight about 70 times a nice-0 thread's, so that unrelated
+//!    nice-0 load gets a small share while wake-up preemption and slices stay the fair
+//!    scheduler's ([`renice`]).
 
 /// Priority of the backend's threads (SCHED_FIFO).
 pub const BACKEND_FIFO: i32 = 3;
@@ -25,6 +29,20 @@ pub const BACKEND_FIFO: i32 = 3;
 pub const QEMU_FIFO: i32 = 2;
 /// Priority of QEMU's vCPU threads (SCHED_RR).
 pub const VCPU_RR: i32 = 1;
+/// Nice value of every thread of QEMU and the backend under `--host-sched nice` (rule 5).
+pub const NICE: i32 = -19;
+
+/// Rule 5: every thread of `pid` to nice [`NICE`]. Returns how many threads have it.
+pub fn renice(pid: u32) -> usize {
+    threads(pid)
+        .into_iter()
+        .filter(|(tid, _)| {
+            // SAFETY: setpriority takes plain integers; on Linux PRIO_PROCESS with a tid sets
+            // that thread's nice value (a stale tid fails with ESRCH).
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, *tid as libc::id_t, NICE) == 0 }
+        })
+        .count()
+}
 
 /// Sets `policy` / `prio` on one thread; false when refused or the thread is gone.
 fn set_thread(tid: i32, policy: i32, prio: i32) -> bool {
@@ -100,6 +118,8 @@ pub enum HostSched {
     Normal,
     /// Rule 2.
     Realtime,
+    /// Rule 5.
+    Nice,
 }
 
 impl std::str::FromStr for HostSched {
@@ -108,7 +128,10 @@ impl std::str::FromStr for HostSched {
         match s {
             "normal" => Ok(HostSched::Normal),
             "rt" => Ok(HostSched::Realtime),
-            o => Err(format!("unknown --host-sched '{o}' (known: normal, rt)")),
+            "nice" => Ok(HostSched::Nice),
+            o => Err(format!(
+                "unknown --host-sched '{o}' (known: normal, rt, nice)"
+            )),
         }
     }
 }
@@ -121,10 +144,11 @@ mod tests {
     fn names_parse_and_a_process_without_vcpus_has_none() {
         assert_eq!("rt".parse::<HostSched>(), Ok(HostSched::Realtime));
         assert_eq!("normal".parse::<HostSched>(), Ok(HostSched::Normal));
+        assert_eq!("nice".parse::<HostSched>(), Ok(HostSched::Nice));
         assert!("fifo"
             .parse::<HostSched>()
             .unwrap_err()
-            .contains("known: normal, rt"));
+            .contains("known: normal, rt, nice"));
         assert!(rr_timeslice_ms().unwrap_or(1.0) > 0.0);
         assert_eq!(threads(u32::MAX).len(), 0);
     }
@@ -146,6 +170,11 @@ mod tests {
             assert_eq!(backend_realtime(pid), n, "idempotent");
         }
         assert_eq!(qemu_realtime(pid), 0, "sleep has no vCPU threads");
+        if renice(pid) > 0 {
+            // SAFETY: getpriority takes plain integers.
+            let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t) };
+            assert_eq!(nice, NICE);
+        }
         child.kill().unwrap();
         child.wait().unwrap();
     }

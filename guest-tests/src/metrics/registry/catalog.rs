@@ -542,6 +542,15 @@ pub static METRICS: &[MetricDef] = &[
         Host(|t, o| o.put(t.vcpus_realtime as f64))
     ),
     def!(
+        "harness.qemu_threads_reniced",
+        "threads",
+        Neither,
+        "host",
+        No,
+        "QEMU threads at nice -19 (run --host-sched nice); 0 = not asked or refused",
+        Host(|t, o| o.put(t.threads_reniced as f64))
+    ),
+    def!(
         "harness.host_rr_timeslice_ms",
         "ms",
         Neither,
