@@ -165,12 +165,21 @@ fn rt_priority_makes_every_thread_fifo_or_is_refused() {
     }
     let mut b = Backend::start_in(dir, &["--null", "1G", "--rt-priority", "7"]);
     let pid = b.child.id();
-    let tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    assert!(tasks.len() >= 2, "main and signal threads: {tasks:?}");
+    let list = || -> Vec<i32> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    // The signal thread may start just after the socket appears: give it a moment, then check
+    // every thread there is (the main thread at least).
+    let t = std::time::Instant::now();
+    while list().len() < 2 && t.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let tasks = list();
+    assert!(!tasks.is_empty());
     for tid in tasks {
         let mut p = libc::sched_param { sched_priority: 0 };
         // SAFETY: sched_getscheduler / sched_getparam on a thread of our child; `p` is a valid
