@@ -241,22 +241,30 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
     is_vcpu(comm).then(|| comm[4..].split('/').next()?.parse().ok())?
 }
 
+/// Every thread of `pid` with its comm (empty when the process is gone; a thread that exits
+/// while it is listed keeps an empty comm).
+pub fn threads(pid: u32) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
 /// Pins each vCPU thread `k` of QEMU process `pid` to host CPU `cpus[k % cpus.len()]` (a fixed
 /// placement, the same in every boot). Returns how many vCPU threads are pinned.
 pub fn pin_vcpus(pid: u32, cpus: &[usize]) -> usize {
     if cpus.is_empty() {
         return 0;
     }
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
     let mut n = 0;
-    for e in rd.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        let Some(k) = vcpu_index(comm.trim()) else {
+    for (tid, comm) in threads(pid) {
+        let Some(k) = vcpu_index(&comm) else {
             continue;
         };
         let cpu = cpus[k % cpus.len()];

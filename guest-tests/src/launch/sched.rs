@@ -23,6 +23,8 @@
 //!    nice-0 load gets a small share while wake-up preemption and slices stay the fair
 //!    scheduler's ([`renice`]).
 
+use super::cpu::threads;
+
 /// Priority of the backend's threads (SCHED_FIFO).
 pub const BACKEND_FIFO: i32 = 3;
 /// Priority of QEMU's threads that are not vCPUs (SCHED_FIFO).
@@ -61,20 +63,6 @@ fn set_thread(tid: i32, policy: i32, prio: i32) -> bool {
     // SAFETY: sched_setscheduler reads one sched_param from `param`, which lives on this
     // stack; tid is a thread of a child process of ours (a stale tid fails with ESRCH).
     unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
-}
-
-/// Every thread of `pid` with its comm.
-fn threads(pid: u32) -> Vec<(i32, String)> {
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| {
-            let tid = e.file_name().to_str()?.parse::<i32>().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            Some((tid, comm.trim().to_string()))
-        })
-        .collect()
 }
 
 /// Rule 2 for the backend: every thread of `pid` to SCHED_FIFO [`BACKEND_FIFO`]. Returns how
