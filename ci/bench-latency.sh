@@ -21,6 +21,8 @@
 #     on null storage, QUEUES x QD from THREADS client threads, each of:
 #       ours/qsd x client bench/blkio  (qemu-storage-daemon null-co read-zeroes=on, num-queues),
 #       ours --null-untouched (no zero fill) x bench/blkio,
+#       ours --threads 1 (one worker for all queues: qemu-storage-daemon's own layout, one
+#       iothread) x bench/blkio,
 #       ours virtio-scsi READ(10) and READ(16) (bench client; QEMU has no vhost-user-scsi daemon,
 #       so SCSI is compared with our own blk path).
 #     Per row: medians over the rounds of IOPS, ops per backend CPU-second (utime + stime of the
@@ -141,6 +143,8 @@ CONFIGS=(
     "qsd-blkio|qsd|--client blkio"
     "ours-untouched-bench|ours:--null-untouched 1G|"
     "ours-untouched-blkio|ours:--null-untouched 1G|--client blkio"
+    "ours-t1-bench|ours:--null 1G --threads 1|"
+    "ours-t1-blkio|ours:--null 1G --threads 1|--client blkio"
     "ours-scsi10-bench|ours:--device scsi --null 1G|--device scsi"
     "ours-scsi16-bench|ours:--device scsi --null 1G|--device scsi --cdb16"
 )

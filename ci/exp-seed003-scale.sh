@@ -10,7 +10,8 @@
 # DESIGN (interleaved; paired: the kernels of a repeat boot at the same time, so that the host's
 # drift from minute to minute hits both; compare adds the paired t-test), PLACEMENT (pinned;
 # host: the host scheduler places the vCPU threads; split, with DESIGN=paired: each guest of a
-# pair has a host CPU of its own for all its vCPUs).
+# pair has a host CPU of its own for all its vCPUs), HOST_SCHED (normal; nice, short, rt: as
+# `guest-tests run --host-sched`).
 # About 75 s of wall time per boot under TCG on 2 cores (seed003-scale-4cpu: ~30 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ REPEAT_MAIN=${REPEAT_MAIN:-1}
 SUITE=${SUITE:-seed003-scale}
 DESIGN=${DESIGN:-interleaved}
 PLACEMENT=${PLACEMENT:-pinned}
+HOST_SCHED=${HOST_SCHED:-normal}
 GT=target/release/guest-tests
 [ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
 "$GT" images build rt rt+seed003 rt+noguard rt+noguard+seed003 >/dev/null
@@ -28,17 +30,17 @@ GT=target/release/guest-tests
 if [ "$DESIGN" = paired ]; then
     # Two guests at a time: the main pair (REPEAT_ALL + REPEAT_MAIN pairs), then the guard pair.
     "$GT" run --suite "$SUITE" --kernels rt+noguard,rt+noguard+seed003 \
-        --repeat $((REPEAT_ALL + REPEAT_MAIN)) --design paired --vcpu-placement "$PLACEMENT" \
+        --repeat $((REPEAT_ALL + REPEAT_MAIN)) --design paired --vcpu-placement "$PLACEMENT" --host-sched "$HOST_SCHED" \
         --out "$OUT/main" --no-progress | tail -n 3
     "$GT" run --suite "$SUITE" --kernels rt,rt+seed003 --repeat "$REPEAT_ALL" --design paired \
-        --vcpu-placement "$PLACEMENT" --out "$OUT/guard" --no-progress | tail -n 3
+        --vcpu-placement "$PLACEMENT" --host-sched "$HOST_SCHED" --out "$OUT/guard" --no-progress | tail -n 3
 else
     "$GT" run --suite "$SUITE" --kernels rt,rt+seed003,rt+noguard,rt+noguard+seed003 \
-        --repeat "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" --out "$OUT/a" --no-progress |
+        --repeat "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" --host-sched "$HOST_SCHED" --out "$OUT/a" --no-progress |
         tail -n 3
     if [ "$REPEAT_MAIN" -gt 0 ]; then
         "$GT" run --suite "$SUITE" --kernels rt+noguard,rt+noguard+seed003 \
-            --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" \
+            --repeat "$REPEAT_MAIN" --seed "$REPEAT_ALL" --vcpu-placement "$PLACEMENT" --host-sched "$HOST_SCHED" \
             --out "$OUT/b" --no-progress | tail -n 3
     fi
 fi

@@ -9,7 +9,9 @@
 #   priority, vCPU threads taking turns every RR_SLICE_MS ms: the host's sched_rr_timeslice_ms
 #   is set for the cell and put back afterwards; needs root);
 #   idle-nice / busy-nice: interleaved with `--host-sched nice` (QEMU and the backend at nice -19
-#   under the fair scheduler).
+#   under the fair scheduler);
+#   idle-short / busy-short: interleaved with `--host-sched short` (nice -19 and the fair
+#   scheduler's 0.1 ms slice on every thread of QEMU and the backend; Linux >= 6.12).
 # Prints one comparison per cell and keeps every matrix under OUT.
 #
 # Environment: OUT (default results/verdict-<UTC time>), REPEAT (6), CELLS (all: idle-interleaved
@@ -59,6 +61,8 @@ for c in $CELLS; do
         busy-paired) hog_on; cell "$c" --design paired; hog_off ;;
         idle-nice) cell "$c" --design interleaved --host-sched nice ;;
         busy-nice) hog_on; cell "$c" --design interleaved --host-sched nice; hog_off ;;
+        idle-short) cell "$c" --design interleaved --host-sched short ;;
+        busy-short) hog_on; cell "$c" --design interleaved --host-sched short; hog_off ;;
         idle-rt) rr_on; cell "$c" --design interleaved --host-sched rt; rr_off ;;
         busy-rt) rr_on; hog_on; cell "$c" --design interleaved --host-sched rt; hog_off; rr_off ;;
         busy-threads)

@@ -68,8 +68,10 @@ pub struct RunArgs {
     /// `normal` (the host's fair scheduler) or `rt`: QEMU's vCPU threads SCHED_RR 1, its other
     /// threads SCHED_FIFO 2, the backend SCHED_FIFO 3, so that unrelated host load does not
     /// take CPU from the guest (the slice between vCPUs on one CPU is the host's
-    /// sched_rr_timeslice_ms; docs/results/verdict); or `nice`: the fair scheduler with every
-    /// thread of QEMU and the backend at nice -19.
+    /// sched_rr_timeslice_ms; docs/results/verdict); `nice`: the fair scheduler with every
+    /// thread of QEMU and the backend at nice -19; or `short`: `nice` plus the fair
+    /// scheduler's shortest slice, 0.1 ms (Linux >= 6.12), so that a preempted vCPU thread
+    /// gets its CPU back sooner.
     #[arg(long, default_value = "normal")]
     host_sched: String,
     #[command(flatten)]

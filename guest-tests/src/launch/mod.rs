@@ -137,6 +137,9 @@ pub struct HostTimes {
     pub rr_timeslice_ms: Option<f64>,
     /// QEMU threads at nice `sched::NICE` (`--host-sched nice`); 0 when not asked or not done.
     pub threads_reniced: u32,
+    /// QEMU threads with the fair scheduler's short slice (`--host-sched short`, sched rule
+    /// 6); 0 when not asked or the kernel has no custom slices.
+    pub threads_short_slice: u32,
     /// `[restarts]`: each backend instance before its kill, and the last one at the end.
     pub backend_restarts: Vec<restart::RestartRecord>,
 }
@@ -461,6 +464,16 @@ fn drive_qemu(
                     timings.vcpus_realtime = sched::qemu_realtime(p) as u32;
                 }
                 timings.rr_timeslice_ms = sched::rr_timeslice_ms();
+            } else if spec.host_sched == sched::HostSched::Short {
+                // Nice first, so that a kernel without custom slices still gets rule 5.
+                if let Some(p) = bpid {
+                    sched::renice(p);
+                    sched::short_slice(p);
+                }
+                if let Some(p) = qpid {
+                    timings.threads_reniced = sched::renice(p) as u32;
+                    timings.threads_short_slice = sched::short_slice(p) as u32;
+                }
             } else {
                 if let Some(p) = bpid {
                     sched::renice(p);

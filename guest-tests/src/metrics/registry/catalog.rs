@@ -551,6 +551,15 @@ pub static METRICS: &[MetricDef] = &[
         Host(|t, o| o.put(t.threads_reniced as f64))
     ),
     def!(
+        "harness.qemu_threads_short_slice",
+        "threads",
+        Neither,
+        "host",
+        No,
+        "QEMU threads at nice -19 with the fair scheduler's 0.1 ms slice (run --host-sched short, Linux >= 6.12); 0 = not asked or the kernel has no custom slices",
+        Host(|t, o| o.put(t.threads_short_slice as f64))
+    ),
+    def!(
         "harness.host_rr_timeslice_ms",
         "ms",
         Neither,
