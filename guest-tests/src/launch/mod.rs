@@ -464,22 +464,21 @@ fn drive_qemu(
                     timings.vcpus_realtime = sched::qemu_realtime(p) as u32;
                 }
                 timings.rr_timeslice_ms = sched::rr_timeslice_ms();
-            } else if spec.host_sched == sched::HostSched::Short {
-                // Nice first, so that a kernel without custom slices still gets rule 5.
-                if let Some(p) = bpid {
-                    sched::renice(p);
-                    sched::short_slice(p);
-                }
-                if let Some(p) = qpid {
-                    timings.threads_reniced = sched::renice(p) as u32;
-                    timings.threads_short_slice = sched::short_slice(p) as u32;
-                }
             } else {
+                // Nice (rule 5) for `nice` and `short`, first, so that a kernel without custom
+                // slices still gets it; then the slice (rule 6).
+                let short = spec.host_sched == sched::HostSched::Short;
                 if let Some(p) = bpid {
                     sched::renice(p);
+                    if short {
+                        sched::short_slice(p);
+                    }
                 }
                 if let Some(p) = qpid {
                     timings.threads_reniced = sched::renice(p) as u32;
+                    if short {
+                        timings.threads_short_slice = sched::short_slice(p) as u32;
+                    }
                 }
             }
         }
