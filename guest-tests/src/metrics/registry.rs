@@ -6,32 +6,22 @@
 //!
 //! # Adding a metric
 //!
-//! 1. Add one [`MetricDef`] to [`METRICS`] in `metrics/registry/catalog.rs` (the one file
-//!    that lists metrics): its name pattern (see
+//! 1. Add one [`MetricDef`] to the catalogue of its kind, the only place metric names are
+//!    written: [`METRICS`] (`registry/catalog.rs`: fio, interrupts, D switches, function
+//!    counts, rescans, verify), [`HOST_METRICS`] (`catalog_host.rs`: `harness.*`),
+//!    [`LOCK_METRICS`] (`catalog_locks.rs`: lock waits, step CPU), [`STORM_METRICS`]
+//!    (`catalog_storm.rs`) or [`SCAN_METRICS`] (`catalog_scan.rs`). Give its name pattern (see
 //!    [`super::pattern`]: `{step}` for per-step metrics, extra placeholders such as `{site}` or
 //!    `{k}` for families), unit, [`Better`], description, source, [`Headline`], and its
 //!    derivation: `Derive::Step(fn(&StepResult, &mut Out))` for per-step data,
 //!    `Derive::Guest(..)` for whole-run guest data, or `Derive::Host(fn(&HostTimes, &mut Out))`
-//!    for what launch measured on the host (`harness.*`). More
-//!    specific patterns go before more general ones (`..._per_kio` before `{func}`): the first
-//!    match names a metric.
+//!    for what launch measured on the host. More specific patterns go before more general ones
+//!    (`..._per_kio` before `{func}`): the first match in [`all`]'s order names a metric.
 //! 2. Only if it needs raw data nothing records yet: extend the parser of the artefact that
 //!    carries it (its typed summary is already on [`StepResult`] or [`GuestInfo`]), or for a
 //!    host measurement the launch code that fills [`HostTimes`]. A brand-new artefact kind
 //!    also needs its field on [`StepResult`] (`metrics/step.rs`) and its arm in
 //!    `results/derive.rs`.
-//!
-//! Prepared families (not implemented yet), to show the shape:
-//! - per-lock-site lock contention: `{step}.lock.{site}.count`, `.wait_total_us`,
-//!   `.wait_mean_us`, `.wait_max_us`, `.count_per_kio`, `.count_per_s` — one def each, a
-//!   `Derive::Step` that iterates the parsed sites and calls `out.put_with(&[("site", s)], v)`;
-//!   per second uses `StepResult::secs`.
-//! - irq threads blocked at the same moment: `{step}.irq_blocked_peak` and
-//!   `{step}.irq_blocked_ge{k}_share` (share of the step's time with >= k blocked), from the
-//!   irqsw trace (`put_with(&[("k", "2")], v)`).
-//! - host CPU: `harness.vcpu_cpu_s_per_s` (vCPU CPU-seconds per wall second) as a
-//!   `Derive::Host` reading a new [`HostTimes`] field that launch fills from the QEMU vCPU
-//!   threads' `/proc/<pid>/task/*/stat` while it polls.
 //!
 //! A suite that names a `primary_metric` gives its exact compare name; [`find`] checks it
 //! (`find("randread.irq_d_per_kio")`).
@@ -57,13 +47,15 @@ macro_rules! def {
 }
 
 mod catalog;
+mod catalog_host;
 mod catalog_locks;
 mod catalog_scan;
 mod catalog_storm;
 
 use super::{GuestInfo, StepResult};
 use crate::launch::HostTimes;
-pub use catalog::{scan_metric, HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, METRICS};
+pub use catalog::{scan_metric, METRICS};
+pub use catalog_host::{HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, HOST_METRICS};
 pub use catalog_locks::LOCK_METRICS;
 pub use catalog_scan::SCAN_METRICS;
 pub use catalog_storm::STORM_METRICS;
@@ -72,6 +64,7 @@ pub use catalog_storm::STORM_METRICS;
 pub fn all() -> impl Iterator<Item = &'static MetricDef> {
     METRICS
         .iter()
+        .chain(HOST_METRICS.iter())
         .chain(LOCK_METRICS.iter())
         .chain(STORM_METRICS.iter())
         .chain(SCAN_METRICS.iter())
