@@ -9,10 +9,10 @@
 #
 # Environment: REPEAT (default 6), KERNELS (default rt,rt+seed000; the first is the baseline),
 # DESIGN (interleaved | paired, default below: the measured better one, docs/results/verdict),
-# HOST_SCHED (nice: QEMU and the backend at nice -19, so that a compile on the same machine
-# takes CPU from itself and not from the guest, docs/results/verdict "Nice -19"; short: nice
-# plus the fair scheduler's 0.1 ms slice (Linux >= 6.12), measured better in four cells,
-# docs/results/verdict "A 0.1 ms slice", not yet the default; normal; rt),
+# HOST_SCHED (short, the default: QEMU and the backend at nice -19, so that a compile on the
+# same machine takes CPU from itself and not from the guest, plus the fair scheduler's 0.1 ms
+# slice (Linux >= 6.12; an older host kernel gets nice alone), docs/results/verdict "A 0.1 ms
+# slice" and "short as the default"; nice: nice -19 alone, "Nice -19"; normal; rt),
 # BUILTIN=1 to add QEMU's built-in virtio-scsi as a reference column, OUT (default
 # results/seed000-<UTC time>), VB_CACHE (image cache, default .cache/).
 set -euo pipefail
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 REPEAT=${REPEAT:-6}
 KERNELS=${KERNELS:-rt,rt+seed000}
 DESIGN=${DESIGN:-interleaved}
-HOST_SCHED=${HOST_SCHED:-nice}
+HOST_SCHED=${HOST_SCHED:-short}
 BUILTIN=${BUILTIN:-0}
 OUT=${OUT:-results/seed000-$(date -u +%Y%m%dT%H%M%SZ)}
 
