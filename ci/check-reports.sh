@@ -25,7 +25,8 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/mainjob-s22-fresh verdict/idle-rt verdict/busy-rt seed003-scale-paired
     seed003-scale-paired-split seed003-scale-paired-split-rotated
     seed003-scale-paired-split-rotated-2 verdict/idle-4cpu verdict/busy-nice
-    verdict/busy-interleaved-s22 verdict/idle-nice)
+    verdict/busy-interleaved-s22 verdict/idle-nice verdict/mainjob-s23-fresh verdict/busy-short
+    verdict/idle-short seed003-scale-where verdict/mainjob-s24-short)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
