@@ -132,8 +132,12 @@ fn fio_verify_survives_backend_kills_with_inflight_resubmission() {
     let col = |key: &str| -> Vec<u64> { recs.iter().filter_map(|r| r[key].as_u64()).collect() };
     let (bfds, rss, qfds) = (col("backend_fds"), col("backend_rss_kib"), col("qemu_fds"));
     assert_eq!(bfds.len(), kills + 1, "{recs:#?}");
-    let (lo, hi) = spread(&bfds);
+    // The killed instances were sampled mid-fio and must match; the last one is sampled when
+    // the run has finished, and a guest that has already reset the device has closed its 8
+    // queues' kick and call eventfds (16 fewer, seen once in CI), so it may only not grow.
+    let (lo, hi) = spread(&bfds[..kills]);
     assert!(hi - lo <= 2, "backend fds {bfds:?}");
+    assert!(bfds[kills] <= hi + 2, "backend fds {bfds:?}");
     let (lo, hi) = spread(&rss);
     assert!(hi <= lo + lo / 2, "backend RSS KiB {rss:?}");
     let (lo, hi) = spread(&qfds);
