@@ -6,10 +6,13 @@
 //! 1. Kills happen only while a step runs (its begin mark arrived, its end mark not yet): the
 //!    first `first_after_s` after a step is first seen running, each further one `every_s`
 //!    after the previous restart. A kill that falls between steps waits for the next step.
-//! 2. Before each kill the backend's open fds and RSS and QEMU's open fds are read from /proc;
-//!    the last instance is read once more when the agent has finished (QEMU still connected),
-//!    or when the run ends if it never did. The records go to `RUN/restarts.json` (and
-//!    [`super::HostTimes::backend_restarts`]).
+//! 2. Before each kill the backend's open fds and RSS and QEMU's open fds are read from /proc.
+//!    The last instance is read in the same state: whenever a further kill would have fallen
+//!    due under rule 1 while a step runs, the newest such reading is kept (`in_step: true`).
+//!    Only if no step ran that long after the last kill is it read when the agent has finished,
+//!    or when the run ends if it never did (`in_step: false`; a guest that has already reset
+//!    the device has closed its queues' eventfds by then). The records go to
+//!    `RUN/restarts.json` (and [`super::HostTimes::backend_restarts`]).
 //! 3. The killed backend's stale socket is removed before the new one starts; the new one
 //!    must create its socket within [`super::BACKEND_START_LIMIT`], else the run fails.
 //! 4. Instance k (from 1) logs to `backend.k.log`.
@@ -34,8 +37,10 @@ pub struct RestartRecord {
     pub backend_rss_kib: Option<u64>,
     /// Open file descriptors of QEMU.
     pub qemu_fds: Option<u32>,
-    /// Whether it was killed (false: the last instance, read at the end).
+    /// Whether it was killed (false: the last instance).
     pub killed: bool,
+    /// Whether it was read while a step ran (always for killed ones; rule 2 for the last).
+    pub in_step: bool,
     /// Kill to new socket, milliseconds (killed instances only).
     pub restart_ms: Option<f64>,
 }
@@ -83,7 +88,14 @@ impl Restarter {
         self.records.iter().filter(|r| r.killed).count() as u32
     }
 
-    fn record(&self, at_s: f64, pid: u32, qemu: Option<u32>, killed: bool) -> RestartRecord {
+    fn record(
+        &self,
+        at_s: f64,
+        pid: u32,
+        qemu: Option<u32>,
+        killed: bool,
+        in_step: bool,
+    ) -> RestartRecord {
         RestartRecord {
             at_s,
             pid,
@@ -91,6 +103,7 @@ impl Restarter {
             backend_rss_kib: rss_kib(pid),
             qemu_fds: qemu.and_then(fd_count),
             killed,
+            in_step,
             restart_ms: None,
         }
     }
@@ -108,12 +121,9 @@ impl Restarter {
         if finished {
             if self.last.is_none() {
                 if let Some(pid) = backend.pid() {
-                    self.last = Some(self.record(now_s, pid, qemu_pid, false));
+                    self.last = Some(self.record(now_s, pid, qemu_pid, false, false));
                 }
             }
-            return Ok(());
-        }
-        if self.killed() >= self.plan.kills {
             return Ok(());
         }
         if !in_step {
@@ -126,7 +136,13 @@ impl Restarter {
         let Some(pid) = backend.pid() else {
             return Err("backend has no pid".into());
         };
-        let mut rec = self.record(now_s, pid, qemu_pid, true);
+        if self.killed() >= self.plan.kills {
+            // A kill that does not happen: read the last instance as the killed ones were.
+            self.last = Some(self.record(now_s, pid, qemu_pid, false, true));
+            self.next_at = Some(now_s + self.plan.every_s);
+            return Ok(());
+        }
+        let mut rec = self.record(now_s, pid, qemu_pid, true, true);
         let t = Instant::now();
         // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -156,7 +172,7 @@ impl Restarter {
         let last = self.last.take().or_else(|| {
             backend
                 .pid()
-                .map(|pid| self.record(now_s, pid, qemu_pid, false))
+                .map(|pid| self.record(now_s, pid, qemu_pid, false, false))
         });
         self.records.extend(last);
         let p = self.run_dir.join("restarts.json");
@@ -227,13 +243,55 @@ mod tests {
         r.poll(1.3, true, false, &mut b, None).unwrap();
         assert_eq!(r.records.len(), 1, "next one every_s later");
         r.poll(10.0, true, false, &mut b, None).unwrap();
-        r.poll(20.0, true, false, &mut b, None).unwrap();
         assert_eq!(r.records.len(), 2, "kills = 2");
+        let last = b.pid().unwrap();
+        r.poll(10.1, true, false, &mut b, None).unwrap();
+        assert!(r.last.is_none(), "not yet due");
+        r.poll(20.0, true, false, &mut b, None).unwrap();
+        assert_eq!(r.records.len(), 2, "no third kill");
+        assert_eq!(b.pid().unwrap(), last, "the last instance lives on");
+        let mid = r
+            .last
+            .clone()
+            .expect("read when a kill would have been due");
+        assert!(mid.in_step && !mid.killed && mid.at_s == 20.0);
+        r.poll(20.1, false, true, &mut b, None).unwrap();
+        assert_eq!(
+            r.last.as_ref().unwrap().at_s,
+            20.0,
+            "the mid-step reading is kept"
+        );
         r.finish(21.0, &b, None);
         assert_eq!(r.records.len(), 3);
-        assert!(!r.records[2].killed && r.records[0].killed);
+        assert!(!r.records[2].killed && r.records[0].killed && r.records[0].in_step);
+        assert!(r.records[2].in_step && r.records[2].pid == last);
         let text = std::fs::read_to_string(dir.path().join("restarts.json")).unwrap();
-        assert!(text.contains("restart_ms"));
+        assert!(text.contains("restart_ms") && text.contains("\"in_step\": true"));
+        b.stop(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn last_instance_without_a_long_enough_step_is_read_when_the_agent_finishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s.sock");
+        let plan = RestartSettings {
+            kills: 0,
+            first_after_s: 5.0,
+            every_s: 1.0,
+        };
+        // `sleep` stands in for the backend: only its pid is read.
+        let argv = ["sleep".to_string(), "30".to_string()];
+        let mut b = Guarded::spawn("sleep", &argv, &dir.path().join("b.log")).unwrap();
+        let mut r = Restarter::new(plan, vec![], &sock, dir.path());
+        r.poll(1.0, true, false, &mut b, None).unwrap();
+        r.poll(3.0, true, false, &mut b, None).unwrap();
+        assert!(r.last.is_none(), "due at 6.0, the step ended before");
+        r.poll(4.0, false, true, &mut b, None).unwrap();
+        r.finish(9.0, &b, None);
+        assert_eq!(r.records.len(), 1);
+        let rec = &r.records[0];
+        assert!(!rec.in_step && !rec.killed && rec.at_s == 4.0);
+        assert!(rec.backend_fds.is_some());
         b.stop(Duration::from_secs(1));
     }
 }
