@@ -14,7 +14,7 @@ if [ ! -x "$BIN" ]; then
     (cd "$ROOT" && nice -n 10 cargo build -q -p guest-tests)
 fi
 DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag
-    seed003-scale
+    seed003-scale seed003-scale-64 seed003-scale-64-rep
     verdict/idle-interleaved verdict/idle-paired verdict/busy-interleaved verdict/busy-paired
     verdict/idle-interleaved-pinned verdict/busy-interleaved-pinned
     verdict/busy-interleaved-pinned-threads2 verdict/mainjob-idle-interleaved-pinned-threads2

@@ -1,5 +1,5 @@
 //! Kernels built from source: Debian's linux-source (or a developer's tree), a patch stack, a
-//! config fragment merged onto tinyconfig, `make bzImage` with ccache and reproducible-build
+//! config fragment (and the variant's overlays after it) merged onto tinyconfig, `make bzImage` with ccache and reproducible-build
 //! variables. One work tree per source: switching variants reverts/applies only the patches that
 //! differ, so `make` rebuilds only what they touch.
 
@@ -136,6 +136,10 @@ fn inputs(
         tree.key_line(),
         format!("fragment={} sha256={frag_sha}", name(&frag)),
     ];
+    // Only variants with overlays get these lines, so the others keep their keys.
+    for o in v.overlays.iter().map(|o| m.path(o)) {
+        lines.push(format!("overlay={} sha256={}", name(&o), sha256_file(&o)?));
+    }
     for p in stack(m, v, opts)? {
         lines.push(format!("patch={} sha256={}", name(&p.origin), p.sha256()));
     }
@@ -149,6 +153,13 @@ fn fragment_path(m: &Manifest, v: &Variant) -> Result<PathBuf, ImageError> {
         .as_ref()
         .map(|f| m.path(f))
         .ok_or_else(|| ImageError::Usage(format!("variant '{}' has no config fragment", v.name)))
+}
+
+/// The fragment, then the overlays, in the order merge_config.sh takes them.
+fn fragment_paths(m: &Manifest, v: &Variant) -> Result<Vec<PathBuf>, ImageError> {
+    let mut all = vec![fragment_path(m, v)?];
+    all.extend(v.overlays.iter().map(|o| m.path(o)));
+    Ok(all)
 }
 
 fn key_of(lines: &[String]) -> String {
@@ -227,7 +238,12 @@ pub fn ensure(
     let src = work.join("src");
     patches::switch_stack(&src, &stack(m, v, opts)?)?;
     let build = work.join("build");
-    configure(&src, &build, &fragment_path(m, v)?, &work.join("build.log"))?;
+    configure(
+        &src,
+        &build,
+        &fragment_paths(m, v)?,
+        &work.join("build.log"),
+    )?;
     make(ctx, &work, epoch, &key, &v.name)?;
     let secs = started.elapsed().as_secs_f64();
 
@@ -337,7 +353,9 @@ fn single_subdir(dir: &Path) -> Result<PathBuf, ImageError> {
     Ok(subs.remove(0))
 }
 
-/// Options a fragment asks for that `.config` does not have as asked.
+/// Options a fragment asks for that `.config` does not have as asked. `fragment` may be several
+/// fragments one after the other: an option set again counts with its last value, as in
+/// merge_config.sh.
 pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
     let have: std::collections::BTreeMap<&str, &str> = config
         .lines()
@@ -349,7 +367,8 @@ pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
             }
         })
         .collect();
-    let mut missing = Vec::new();
+    // (name, wanted value) in first-seen order, the value from the last line that sets it.
+    let mut wants: Vec<(&str, &str)> = Vec::new();
     for line in fragment.lines().map(str::trim) {
         let (name, want) = if let Some(rest) = line.strip_prefix("# ") {
             match rest.strip_suffix(" is not set") {
@@ -361,6 +380,13 @@ pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
         } else {
             continue;
         };
+        match wants.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = want,
+            None => wants.push((name, want)),
+        }
+    }
+    let mut missing = Vec::new();
+    for (name, want) in wants {
         let got = have.get(name).copied().unwrap_or("n");
         if got != want {
             missing.push(format!("{name}={want} (got {got})"));
@@ -369,11 +395,28 @@ pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
     missing
 }
 
-/// tinyconfig + fragment (merge_config.sh) + olddefconfig, then the survival check. Skipped when
-/// the build tree already has a config from the same fragment and source.
-fn configure(src: &Path, build: &Path, fragment: &Path, log: &Path) -> Result<(), ImageError> {
-    let frag_text = std::fs::read_to_string(fragment).map_err(|e| ImageError::io(fragment, e))?;
-    let id = sha256_hex(frag_text.as_bytes());
+/// tinyconfig + fragments (merge_config.sh, in order) + olddefconfig, then the survival check.
+/// Skipped when the build tree already has a config from the same fragments and source.
+fn configure(
+    src: &Path,
+    build: &Path,
+    fragments: &[PathBuf],
+    log: &Path,
+) -> Result<(), ImageError> {
+    let mut frag_text = String::new();
+    for f in fragments {
+        frag_text.push_str(&std::fs::read_to_string(f).map_err(|e| ImageError::io(f, e))?);
+        frag_text.push('\n');
+    }
+    // One fragment: the id of its text alone, as before overlays existed.
+    let id = match fragments {
+        [one] => sha256_hex(
+            std::fs::read_to_string(one)
+                .map_err(|e| ImageError::io(one, e))?
+                .as_bytes(),
+        ),
+        _ => sha256_hex(frag_text.as_bytes()),
+    };
     let id_file = build.join(".vb-config-id");
     let config = build.join(".config");
     if std::fs::read_to_string(&id_file).ok().as_deref() == Some(id.as_str()) && config.is_file() {
@@ -396,7 +439,7 @@ fn configure(src: &Path, build: &Path, fragment: &Path, log: &Path) -> Result<()
             .args(["-m", "-O"])
             .arg(build)
             .arg(&config)
-            .arg(fragment)
+            .args(fragments)
             .env("ARCH", "x86_64"),
         "merge_config.sh",
         log,
@@ -414,7 +457,11 @@ fn configure(src: &Path, build: &Path, fragment: &Path, log: &Path) -> Result<()
     let missing = missing_options(&frag_text, &got);
     if !missing.is_empty() {
         return Err(ImageError::ConfigDropped {
-            fragment: fragment.to_path_buf(),
+            fragments: fragments
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
             options: missing.join(", "),
         });
     }
@@ -505,6 +552,16 @@ mod tests {
         assert!(missing_options(frag, &format!("{config}CONFIG_FOO=y\n"))
             .iter()
             .all(|m| !m.starts_with("CONFIG_FOO")));
+    }
+
+    #[test]
+    fn an_overlay_overrides_the_fragment_before_it() {
+        let frags = "CONFIG_NR_CPUS=16\nCONFIG_SMP=y\n\nCONFIG_NR_CPUS=64\n";
+        assert!(missing_options(frags, "CONFIG_NR_CPUS=64\nCONFIG_SMP=y\n").is_empty());
+        assert_eq!(
+            missing_options(frags, "CONFIG_NR_CPUS=16\nCONFIG_SMP=y\n"),
+            vec!["CONFIG_NR_CPUS=64 (got 16)"]
+        );
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct Variant {
     pub description: String,
     /// Config fragment merged onto tinyconfig (source builds only).
     pub fragment: Option<PathBuf>,
+    /// More fragments merged after `fragment`, in order: an option set again overrides the
+    /// earlier value (source builds only). A variant without them keeps its cache key.
+    #[serde(default)]
+    pub overlays: Vec<PathBuf>,
     #[serde(default)]
     pub patches: Vec<PathBuf>,
     /// Modules wanted in the initramfs (prebuilt kernels only).
@@ -194,7 +198,7 @@ impl Manifest {
             };
             match src {
                 Source::DebianPrebuilt { .. } => {
-                    if v.fragment.is_some() || !v.patches.is_empty() {
+                    if v.fragment.is_some() || !v.overlays.is_empty() || !v.patches.is_empty() {
                         return Err(format!(
                             "variant '{}': a prebuilt kernel takes no fragment or patches",
                             v.name
@@ -216,7 +220,7 @@ impl Manifest {
                     }
                 }
             }
-            for f in v.fragment.iter().chain(&v.patches) {
+            for f in v.fragment.iter().chain(&v.overlays).chain(&v.patches) {
                 if !self.dir.join(f).is_file() {
                     return Err(format!(
                         "variant '{}': file {} not found",
@@ -357,6 +361,14 @@ modules = ["virtio_blk"]
             err("[[variant]]\nname = \"x\"\nsource = \"pre\"\npatches = [\"a.patch\"]")
                 .contains("takes no fragment or patches")
         );
+        assert!(
+            err("[[variant]]\nname = \"x\"\nsource = \"pre\"\noverlays = [\"frag.config\"]")
+                .contains("takes no fragment or patches")
+        );
+        assert!(err(
+            "[[variant]]\nname = \"x\"\nsource = \"src\"\nfragment = \"frag.config\"\noverlays = [\"nope.config\"]"
+        )
+        .contains("nope.config not found"));
         assert!(err("[[variant]]\nname = \"a b\"\nsource = \"pre\"").contains("must be non-empty"));
         assert!(err("[[variant]]\nname = \"x\"\nsource = \"pre\"\n[[variant]]\nname = \"x\"\nsource = \"pre\"")
             .contains("defined twice"));
@@ -418,5 +430,9 @@ modules = ["virtio_blk"]
                 PathBuf::from("patches/seed003.patch")
             ]
         );
+        let wide = m.variant("rt64+noguard").unwrap();
+        assert_eq!(wide.fragment, m.variant("rt").unwrap().fragment);
+        assert_eq!(wide.overlays, vec![PathBuf::from("config/cpus64.config")]);
+        assert!(m.variant("rt").unwrap().overlays.is_empty());
     }
 }

@@ -82,9 +82,9 @@ pub enum ImageError {
     #[error("patch {patch} does not apply: {detail}")]
     PatchFailed { patch: PathBuf, detail: String },
     #[error(
-        "kernel config: options requested by {fragment} did not survive in .config: {options}"
+        "kernel config: options requested by {fragments} did not survive in .config: {options}"
     )]
-    ConfigDropped { fragment: PathBuf, options: String },
+    ConfigDropped { fragments: String, options: String },
     #[error("{package} {version}: sha256 {got} does not match the manifest's {want}")]
     Checksum {
         package: String,
