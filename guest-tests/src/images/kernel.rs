@@ -1,7 +1,7 @@
 //! Kernels built from source: Debian's linux-source (or a developer's tree), a patch stack, a
 //! config fragment (and the variant's overlays after it) merged onto tinyconfig, `make bzImage`
-//! with ccache and reproducible-build variables. One work tree per source: switching variants reverts/applies only the patches that
-//! differ, so `make` rebuilds only what they touch.
+//! with ccache and reproducible-build variables. One work tree per source: switching variants
+//! reverts/applies only the patches that differ, so `make` rebuilds only what they touch.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
