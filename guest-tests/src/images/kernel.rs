@@ -403,20 +403,13 @@ fn configure(
     fragments: &[PathBuf],
     log: &Path,
 ) -> Result<(), ImageError> {
-    let mut frag_text = String::new();
-    for f in fragments {
-        frag_text.push_str(&std::fs::read_to_string(f).map_err(|e| ImageError::io(f, e))?);
-        frag_text.push('\n');
-    }
-    // One fragment: the id of its text alone, as before overlays existed.
-    let id = match fragments {
-        [one] => sha256_hex(
-            std::fs::read_to_string(one)
-                .map_err(|e| ImageError::io(one, e))?
-                .as_bytes(),
-        ),
-        _ => sha256_hex(frag_text.as_bytes()),
-    };
+    let texts = fragments
+        .iter()
+        .map(|f| std::fs::read_to_string(f).map_err(|e| ImageError::io(f, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let frag_text = texts.join("\n");
+    // One fragment: frag_text is its text alone, so the id is the one it had before overlays.
+    let id = sha256_hex(frag_text.as_bytes());
     let id_file = build.join(".vb-config-id");
     let config = build.join(".config");
     if std::fs::read_to_string(&id_file).ok().as_deref() == Some(id.as_str()) && config.is_file() {
