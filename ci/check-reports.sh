@@ -30,7 +30,7 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/mainjob-s25-busy-compile verdict/mainjob-s25-idle verdict/busy-short-s25
     verdict/mainjob-s25-busy-compile-normal verdict/mainjob-s25-busy-compile-short
     verdict/mainjob-s25-busy-compile-short-3 verdict/busy-short-s25-2 verdict/seqread-model
-    verdict/busy-short-s26)
+    verdict/busy-short-s26 verdict/seqread-model-busy)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
