@@ -8,7 +8,7 @@ use crate::images::job::{self, JobParams};
 use crate::launch::rerun::RerunInfo;
 use crate::launch::{self, LaunchError, RunSpec};
 use crate::results::{
-    self, HostInfo, Launched, Provenance, RunInfo, RunResult, SweepPoint, Timings,
+    self, HostInfo, Launched, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings,
 };
 
 /// What results.json says about the run `spec` describes (repeat `repeat` of the matrix).
@@ -65,17 +65,34 @@ pub fn never_reached_agent(r: &RunResult) -> bool {
     !r.status.is_ok() && r.artifacts.is_empty()
 }
 
-/// [`execute`], booting again (up to `retries` times) when the guest died before its agent
-/// sent anything (an early-boot crash of the emulated machine, not a device problem). Each
-/// failed attempt's directory is kept as `<run dir>.attempt<k>`.
+/// The guest kernel died of an `int3` Oops under TCG: a vCPU ran a breakpoint the kernel's
+/// live text patching (static keys, ftrace) had already removed. Seen at boot and mid-run
+/// with unchanged kernels and suites (QEMU 7.2 MTTCG), so it is the emulated machine's fault,
+/// not the kernel's behaviour under test; a kernel that really dies this way on every boot
+/// still fails once the retries are used up.
+pub fn died_of_stale_int3(r: &RunResult) -> bool {
+    r.provenance.accelerator == "tcg"
+        && matches!(&r.status, RunStatus::Failed { reason } if reason.contains("Oops: int3"))
+}
+
+/// Whether a failed run says nothing about the kernel: [`never_reached_agent`] or
+/// [`died_of_stale_int3`].
+pub fn worth_retrying(r: &RunResult) -> bool {
+    never_reached_agent(r) || died_of_stale_int3(r)
+}
+
+/// [`execute`], booting again (up to `retries` times) when the run failed for the emulated
+/// machine's reasons ([`worth_retrying`]: the guest died before its agent sent anything, or
+/// of TCG's stale-int3 Oops), not a device problem. Each failed attempt's directory is kept as
+/// `<run dir>.attempt<k>`, and the index counts the attempts.
 pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> (RunResult, u32) {
     let mut rec = execute(spec, rerun.clone());
     let mut attempt = 1;
-    while attempt <= retries && never_reached_agent(&rec) {
+    while attempt <= retries && worth_retrying(&rec) {
         let mut keep = spec.run_dir.clone().into_os_string();
         keep.push(format!(".attempt{attempt}"));
         eprintln!(
-            "run {} never reached the guest agent ({:?}); kept as {}, retrying",
+            "run {} failed for the emulated machine's reasons ({:?}); kept as {}, retrying",
             spec.run_dir.display(),
             rec.status,
             keep.to_string_lossy()
@@ -270,5 +287,70 @@ mod tests {
         assert!(reason.contains("no-such-qemu"), "{reason}");
         assert!(never_reached_agent(&r));
         assert!(spec.run_dir.join(RESULTS_FILE).is_file());
+    }
+
+    /// First call: part of the stream, then the guest "dies" of an int3 Oops (console);
+    /// later calls: the whole stream.
+    fn qemu_crashing_once(dir: &Path, stream: &[u8]) -> PathBuf {
+        let data = dir.join("stream.bin");
+        std::fs::write(&data, stream).unwrap();
+        let script = dir.join("crash-once-qemu");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n\
+                 if [ \"$1\" = -version ]; then echo 'QEMU emulator version 9.9.9 (fake)'; exit 0; fi\n\
+                 for a in \"$@\"; do case \"$a\" in file,id=res,path=*) out=${{a#file,id=res,path=}};; \
+                 file:*) [ -n \"$con\" ] || con=${{a#file:}};; esac; done\n\
+                 if [ ! -e {m} ]; then : > {m}; head -c 400 {d} > \"$out\"; \
+                 printf '[ 4.07] Oops: int3: 0000 [#1] PREEMPT_RT SMP NOPTI\\n[ 4.08] Kernel panic - not syncing: Fatal exception in interrupt\\n' > \"$con\"; exit 0; fi\n\
+                 cat {d} > \"$out\"\n",
+                d = data.display(),
+                m = dir.join("crashed-once").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    #[test]
+    fn a_mid_run_int3_oops_under_tcg_is_booted_again_and_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let (spec, rerun) = spec(d.path(), qemu_crashing_once(d.path(), &fixture_stream()));
+        let (r, attempts) = execute_retrying(&spec, rerun, 2);
+        assert_eq!(r.status, RunStatus::Ok);
+        assert_eq!(attempts, 2);
+        let first = RunResult::read(&d.path().join("run.attempt1").join(RESULTS_FILE)).unwrap();
+        // The agent had sent something, so only the int3 rule can have retried it.
+        assert!(!first.artifacts.is_empty(), "{first:?}");
+        assert!(!never_reached_agent(&first) && died_of_stale_int3(&first));
+        let RunStatus::Failed { reason } = &first.status else {
+            panic!("{:?}", first.status)
+        };
+        assert!(reason.contains("Oops: int3"), "{reason}");
+    }
+
+    #[test]
+    fn only_tcg_int3_oopses_count_as_the_emulators_fault() {
+        let fail = |accel: &str, reason: &str| {
+            let prov = Provenance {
+                accelerator: accel.into(),
+                ..Default::default()
+            };
+            let mut r = RunResult::failed(RunInfo::default(), prov, reason, Timings::default());
+            r.artifacts.push(crate::results::ArtifactRecord {
+                name: "meta".into(),
+                bytes: 1,
+                complete: true,
+            });
+            r
+        };
+        let oops = "guest ended without a status artefact (3 artefacts); console: [4.0] Oops: int3: 0000 [#1]";
+        assert!(worth_retrying(&fail("tcg", oops)));
+        assert!(!worth_retrying(&fail("kvm", oops)));
+        let bug = "guest ended without a status artefact (3 artefacts); console: [4.0] BUG: unable to handle page fault";
+        assert!(!worth_retrying(&fail("tcg", bug)));
+        assert!(!worth_retrying(&fail("tcg", "guest: fio rc=1")));
     }
 }

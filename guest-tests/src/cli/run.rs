@@ -29,8 +29,9 @@ pub struct RunArgs {
     /// qboot (fast, default from the suite) or seabios.
     #[arg(long)]
     bios: Option<String>,
-    /// Retry a run whose guest never reached the agent (early-boot crash) up to N times; the
-    /// failed attempts are kept as <run dir>.attempt<k>.
+    /// Retry a run that failed for the emulated machine's reasons (the guest never reached the
+    /// agent, or died of TCG's stale-int3 Oops) up to N times; the failed attempts are kept as
+    /// <run dir>.attempt<k>.
     #[arg(long, default_value_t = 1)]
     retries: u32,
     #[command(flatten)]

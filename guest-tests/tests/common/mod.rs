@@ -16,9 +16,10 @@ use guest_tests::suite::Suite;
 /// The kernel the booted tests use.
 pub const KERNEL: &str = "debian-rt";
 
-/// Boots again after a guest that never reached its agent: Debian's kernel under MTTCG sometimes
-/// dies at boot with an int3 Oops (a static key patched while another vCPU runs the site), and
-/// two in a row were seen in CI (as in tests/slurm_cluster.rs, which passes `--retries 3`).
+/// Boots again after a guest that never reached its agent or died of an int3 Oops
+/// (`executor::worth_retrying`): Debian's kernel under MTTCG sometimes dies that way, at boot
+/// (a static key patched while another vCPU runs the site) and mid-run; two in a row were seen
+/// in CI (as in tests/slurm_cluster.rs, which passes `--retries 3`).
 pub const EARLY_CRASH_RETRIES: u32 = 3;
 
 /// `$VB_BACKEND_BIN`, else the workspace's vhost-blk build.
