@@ -164,8 +164,9 @@ mod tests {
     use crate::suite::{self, Suite};
 
     /// A stand-in for qemu-system-x86_64 (no guest is booted): `-version` prints a version;
-    /// otherwise it writes `stream` to the results chardev's file in two parts and exits.
-    fn fake_qemu(dir: &Path, stream: &[u8]) -> PathBuf {
+    /// otherwise `body` runs with `$data` (a file holding `stream`), `$out` (the results
+    /// chardev's file) and `$con` (the console, the first `-serial file:`) set.
+    fn qemu_script(dir: &Path, stream: &[u8], body: &str) -> PathBuf {
         let data = dir.join("stream.bin");
         std::fs::write(&data, stream).unwrap();
         let script = dir.join("fake-qemu");
@@ -174,16 +175,24 @@ mod tests {
             format!(
                 "#!/bin/sh\n\
                  if [ \"$1\" = -version ]; then echo 'QEMU emulator version 9.9.9 (fake)'; exit 0; fi\n\
-                 for a in \"$@\"; do case \"$a\" in file,id=res,path=*) out=${{a#file,id=res,path=}};; esac; done\n\
-                 head -c 300 {d} > \"$out\"\n\
-                 sleep 0.3\n\
-                 tail -c +301 {d} >> \"$out\"\n",
+                 data={d}\n\
+                 for a in \"$@\"; do case \"$a\" in file,id=res,path=*) out=${{a#file,id=res,path=}};; \
+                 file:*) [ -n \"$con\" ] || con=${{a#file:}};; esac; done\n{body}",
                 d = data.display()
             ),
         )
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         script
+    }
+
+    /// Writes `stream` to the results chardev's file in two parts and exits.
+    fn fake_qemu(dir: &Path, stream: &[u8]) -> PathBuf {
+        qemu_script(
+            dir,
+            stream,
+            "head -c 300 \"$data\" > \"$out\"\nsleep 0.3\ntail -c +301 \"$data\" >> \"$out\"\n",
+        )
     }
 
     fn spec(dir: &Path, qemu_bin: PathBuf) -> (RunSpec, RerunInfo) {
@@ -292,26 +301,14 @@ mod tests {
     /// First call: part of the stream, then the guest "dies" of an int3 Oops (console);
     /// later calls: the whole stream.
     fn qemu_crashing_once(dir: &Path, stream: &[u8]) -> PathBuf {
-        let data = dir.join("stream.bin");
-        std::fs::write(&data, stream).unwrap();
-        let script = dir.join("crash-once-qemu");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\n\
-                 if [ \"$1\" = -version ]; then echo 'QEMU emulator version 9.9.9 (fake)'; exit 0; fi\n\
-                 for a in \"$@\"; do case \"$a\" in file,id=res,path=*) out=${{a#file,id=res,path=}};; \
-                 file:*) [ -n \"$con\" ] || con=${{a#file:}};; esac; done\n\
-                 if [ ! -e {m} ]; then : > {m}; head -c 400 {d} > \"$out\"; \
-                 printf '[ 4.07] Oops: int3: 0000 [#1] PREEMPT_RT SMP NOPTI\\n[ 4.08] Kernel panic - not syncing: Fatal exception in interrupt\\n' > \"$con\"; exit 0; fi\n\
-                 cat {d} > \"$out\"\n",
-                d = data.display(),
-                m = dir.join("crashed-once").display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        script
+        let body = format!(
+            "if [ ! -e {m} ]; then : > {m}; head -c 400 \"$data\" > \"$out\"; \
+             printf '[ 4.07] Oops: int3: 0000 [#1] PREEMPT_RT SMP NOPTI\\n\
+             [ 4.08] Kernel panic - not syncing: Fatal exception in interrupt\\n' > \"$con\"; exit 0; fi\n\
+             cat \"$data\" > \"$out\"\n",
+            m = dir.join("crashed-once").display()
+        );
+        qemu_script(dir, stream, &body)
     }
 
     #[test]
