@@ -72,8 +72,11 @@ pub fn never_reached_agent(r: &RunResult) -> bool {
 /// still fails once the retries are used up.
 pub fn died_of_stale_int3(r: &RunResult) -> bool {
     r.provenance.accelerator == "tcg"
-        && matches!(&r.status, RunStatus::Failed { reason } if reason.contains("Oops: int3"))
+        && matches!(&r.status, RunStatus::Failed { reason } if reason.contains(STALE_INT3_OOPS))
 }
+
+/// The console line (and so the failure reason) of that crash.
+pub const STALE_INT3_OOPS: &str = "Oops: int3";
 
 /// Whether a failed run says nothing about the kernel: [`never_reached_agent`] or
 /// [`died_of_stale_int3`].

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use guest_tests::agent::{parse_stream, Artifact};
+use guest_tests::executor::STALE_INT3_OOPS;
 use guest_tests::images::cpio::Archive;
 use guest_tests::images::{ensure, ImageOptions};
 
@@ -125,7 +126,7 @@ fn check(device: &str) {
     for _ in 0..3 {
         let console = std::fs::read_to_string(dir.path().join("console.out")).unwrap_or_default();
         let no_status = !arts.iter().any(|a| a.name == "status");
-        if !(arts.is_empty() || (no_status && console.contains("Oops: int3"))) {
+        if !(arts.is_empty() || (no_status && console.contains(STALE_INT3_OOPS))) {
             break;
         }
         let tail: Vec<&str> = console.lines().rev().take(40).collect();
