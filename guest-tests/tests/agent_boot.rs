@@ -13,6 +13,8 @@ use guest_tests::agent::{parse_stream, Artifact};
 use guest_tests::executor::STALE_INT3_OOPS;
 use guest_tests::images::cpio::Archive;
 use guest_tests::images::{ensure, ImageOptions};
+use guest_tests::launch::qemu::IRQ_TRACE_EVENTS;
+use guest_tests::metrics::parse_funcs;
 
 const JOB_FIO: &str = "[global]
 filename=${FIO_DISK}
@@ -56,12 +58,14 @@ fn boot(device: &str, dir: &Path) -> Vec<Artifact> {
         0o644,
         format!(
             "VB_RUN_ID=boot-{device}\nVB_DEVICE={device}\nVB_DISK=auto\nVB_EXPECT_HCTX=8\n\
-             VB_EXPECT_DISKS=1\nVB_SCHEDULER=none\nVB_STEPS=\"verify fio:randread.fio\"\n\
-             VB_TRACE_IRQ=1\nVB_TRACE_STACKS=1\nVB_FUNC_COUNT=\"blk_mq_run_hw_queue\"\n"
+             VB_EXPECT_DISKS=1\nVB_SCHEDULER=none\nVB_STEPS=\"verify fio:randread.fio fio:again.fio\"\n\
+             VB_TRACE_IRQ=1\nVB_TRACE_STACKS=1\nVB_FUNC_COUNT=\"blk_mq_submit_bio blk_mq_run_hw_queue\"\n"
         )
         .into_bytes(),
     );
     job.add_file("job/randread.fio", 0o644, JOB_FIO.as_bytes().to_vec());
+    let again = JOB_FIO.replace("runtime=5", "runtime=2");
+    job.add_file("job/again.fio", 0o644, again.into_bytes());
     let mut initrd = std::fs::read(&k.initramfs).unwrap();
     initrd.extend(job.to_bytes());
     std::fs::write(dir.join("initrd.cpio"), initrd).unwrap();
@@ -70,7 +74,11 @@ fn boot(device: &str, dir: &Path) -> Vec<Artifact> {
         f.set_len(64 << 20).unwrap();
     }
     let res = dir.join("results.out");
-    let append = format!("console=ttyS0 initcall_debug panic=-1 {}", k.cmdline);
+    // The job traces sched_switch (VB_TRACE_IRQ=1): enabled from boot, as `run` does.
+    let append = format!(
+        "console=ttyS0 initcall_debug panic=-1 trace_event={IRQ_TRACE_EVENTS} {}",
+        k.cmdline
+    );
     let status = Command::new("timeout")
         .arg("300")
         .arg("qemu-system-x86_64")
@@ -178,6 +186,35 @@ fn check(device: &str) {
         let st = get(&arts, "dstacks.2-randread.fio").text();
         assert!(st.starts_with("count="), "{st}");
         assert!(st.lines().nth(1).is_some_and(|f| f.contains("+0x")), "{st}");
+    }
+    // The function profiler stays on for the rest of the boot; each step reports its own hits
+    // (the counters' difference over the step): one blk_mq_submit_bio per 4k read in each
+    // step, not the sum of both steps' in the second. (Debian's RT kernel has no
+    // CONFIG_FUNCTION_PROFILER; `VB_BOOT_VARIANT=rt` has.)
+    let per_io = |label: &str| {
+        let funcs = get(&arts, &format!("funcs.{label}")).text();
+        if funcs.contains("error=no function_profile_enabled") {
+            return None;
+        }
+        let (hits, errors) = parse_funcs(&funcs).unwrap();
+        assert!(errors.is_empty(), "{funcs}");
+        assert!(hits.contains_key("blk_mq_run_hw_queue"), "{funcs}");
+        let submits = *hits.get("blk_mq_submit_bio").expect(&funcs);
+        let fio: serde_json::Value =
+            serde_json::from_slice(&get(&arts, &format!("fio.{label}.json")).data).unwrap();
+        let ios = fio["jobs"][0]["read"]["total_ios"].as_f64().unwrap();
+        assert!(ios > 0.0, "{label}");
+        Some(submits as f64 / ios)
+    };
+    match (per_io("2-randread.fio"), per_io("3-again.fio")) {
+        (Some(first), Some(second)) => {
+            eprintln!("{device}: blk_mq_submit_bio per I/O {first:.3} then {second:.3}");
+            for r in [first, second] {
+                assert!((0.95..1.2).contains(&r), "{first} {second}");
+            }
+        }
+        (None, None) => eprintln!("{device}: the kernel has no function profiler"),
+        other => panic!("the profiler answered in one step only: {other:?}"),
     }
     assert!(get(&arts, "interrupts.after.2-randread.fio")
         .text()

@@ -87,11 +87,14 @@ pub fn kernel_cmdline(kernel_words: &str, suite: &Suite) -> String {
         "printk.time=1".into(),
     ];
     words.extend(kernel_words.split_whitespace().map(String::from));
+    // The traced events are enabled from boot, so attaching the agent's filters and triggers
+    // later registers no new tracepoint probe, and the agent never disables them: no live code
+    // patching of __schedule while eight TCG vCPUs run it (that crashed a guest with an int3
+    // Oops mid-run). One `trace_event=` word: the kernel keeps only the last.
     if suite.spec.trace_locks {
-        // The traced events are enabled from boot, so attaching the agent's triggers later
-        // registers no new tracepoint probe: no live code patching of __schedule while eight
-        // TCG vCPUs run it (that crashed a guest with an int3 Oops mid-run).
         words.push(format!("trace_event={LOCK_TRACE_EVENTS}"));
+    } else if suite.spec.trace_irq {
+        words.push(format!("trace_event={IRQ_TRACE_EVENTS}"));
     }
     words.extend(suite.spec.cmdline.iter().cloned());
     words.join(" ")
@@ -100,6 +103,10 @@ pub fn kernel_cmdline(kernel_words: &str, suite: &Suite) -> String {
 /// The events `trace_locks` suites enable at boot (the agent sets their filters).
 pub const LOCK_TRACE_EVENTS: &str =
     "sched:sched_switch,sched:sched_wakeup,lock:contention_begin,lock:contention_end";
+
+/// The event `trace_irq` suites enable at boot (the agent sets its filter per step and switches
+/// recording on and off with `tracing_on`). Part of [`LOCK_TRACE_EVENTS`].
+pub const IRQ_TRACE_EVENTS: &str = "sched:sched_switch";
 
 fn p(path: &Path) -> String {
     path.display().to_string()
@@ -332,5 +339,27 @@ mod tests {
             "-device",
             "virtio-blk-pci,drive=n0,num-queues=8"
         ));
+    }
+
+    #[test]
+    fn traced_events_are_enabled_at_boot_in_one_word() {
+        let count = |line: &str| line.matches("trace_event=").count();
+        let traced = |extra: &str| {
+            suite(&format!(
+                "device = \"scsi\"\nbackend = \"vhost-blk\"\n{extra}"
+            ))
+        };
+        let irq = kernel_cmdline("", &traced("trace_irq = true"));
+        assert!(
+            irq.ends_with("trace_event=sched:sched_switch initcall_debug"),
+            "{irq}"
+        );
+        // A suite with both gets the lock list, which has sched_switch too: the kernel keeps
+        // only the last `trace_event=`, so a second word would drop the first's events.
+        let both = kernel_cmdline("", &traced("trace_irq = true\ntrace_locks = true"));
+        assert_eq!(count(&both), 1, "{both}");
+        assert!(both.contains(&format!("trace_event={LOCK_TRACE_EVENTS}")));
+        assert!(LOCK_TRACE_EVENTS.contains(IRQ_TRACE_EVENTS));
+        assert_eq!(count(&kernel_cmdline("", &traced(""))), 0);
     }
 }
