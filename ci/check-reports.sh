@@ -28,7 +28,7 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/busy-interleaved-s22 verdict/idle-nice verdict/mainjob-s23-fresh verdict/busy-short
     verdict/idle-short seed003-scale-where verdict/mainjob-s24-short
     verdict/mainjob-s25-busy-compile verdict/mainjob-s25-idle verdict/busy-short-s25
-    verdict/mainjob-s28-idle verdict/busy-short-s28
+    verdict/mainjob-s28-idle verdict/busy-short-s28 verdict/mainjob-s29-fresh
     verdict/mainjob-s25-busy-compile-normal verdict/mainjob-s25-busy-compile-short
     verdict/mainjob-s25-busy-compile-short-3 verdict/busy-short-s25-2 verdict/seqread-model
     verdict/busy-short-s26 verdict/seqread-model-busy)
