@@ -83,10 +83,7 @@ start_ours() {
 
 # start_qsd SOCKET QUEUES LATENCY_NS ; sets BACKEND_PID
 start_qsd() {
-    qemu-storage-daemon \
-        --blockdev "driver=null-co,node-name=n0,size=1073741824,read-zeroes=on,latency-ns=$3" \
-        --export "type=vhost-user-blk,id=e0,node-name=n0,addr.type=unix,addr.path=$1,num-queues=$2,writable=on" \
-        >"$WORK/qsd.log" 2>&1 &
+    "$ROOT/ci/qsd-null.sh" "$1" "$2" "$3" >"$WORK/qsd.log" 2>&1 &
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_socket "$1"

@@ -3,7 +3,7 @@
 # binary, interleaved rounds (issue 14). ci/callgrind-per-request.sh counts the instructions of
 # the per-request path; this counts what callgrind cannot see. Each path runs twice per round:
 #  - bare: no tracing; IOPS, backend CPU time per request (utime + stime from /proc over the
-#    client's run), completions per interrupt (the backend's statistics), client p99;
+#    client's run), completions per interrupt (the client's count), client p99;
 #  - perf: the same with perf counting, on the backend, its system calls (all, and epoll_wait,
 #    sched_yield, write = the call eventfd signal, read, timerfd_settime, ppoll), context switches and
 #    the wake-ups it gives; on the client, switches and wake-ups only (it makes ~1.3 system calls
@@ -64,10 +64,7 @@ one() { # PATH ROUND MODE (bare: no tracing; perf: the counters above)
     [ "$CLIENT" = blkio ] && client+=(--client blkio)
     rm -f "$sock"
     if [ "$path" = qsd ]; then
-        qemu-storage-daemon \
-            --blockdev driver=null-co,node-name=n0,size=1073741824,read-zeroes=on,latency-ns=0 \
-            --export "type=vhost-user-blk,id=e0,node-name=n0,addr.type=unix,addr.path=$sock,num-queues=$QUEUES,writable=on" \
-            >"$OUT/$name-backend.log" 2>&1 &
+        "$ROOT/ci/qsd-null.sh" "$sock" "$QUEUES" 0 >"$OUT/$name-backend.log" 2>&1 &
     else
         RUST_LOG=warn "$B/vhost-blk" --socket-path "$sock" "${backend[@]}" --num-queues "$QUEUES" \
             >"$OUT/$name-backend.log" 2>&1 &
