@@ -4,7 +4,8 @@
 #
 #  1. Floor: cyclictest (SCHED_FIFO 80, 200 us interval, histogram in 1 us buckets) wake-up
 #     latency of this host: p50 / p99 / max from its histogram; then the same at each target's
-#     own interval (the goal's floor: a longer sleep can wake later).
+#     own interval (the goal's floor: a longer sleep can wake later), once at SCHED_FIFO 80 and
+#     once under the fair scheduler (SCHED_OTHER), the floor of the backend's own default policy.
 #  2. Latency accuracy of ours: null storage, 1 queue, QD1, MSI-X latency 10/50/200/1000 us.
 #     - timer-only: the backend's own per-interrupt error, signal time - due time (its statistics'
 #       irq_error, from --stats-file);
@@ -13,8 +14,11 @@
 #     Median error = p50 - target, p99 excess = p99 - target, and the ratio of the end-to-end p99
 #     excess to cyclictest's p99. Each target runs twice where real-time policies are allowed:
 #     the backend under the fair scheduler (its default) and with --rt-priority 80 (cyclictest's
-#     own policy and priority, so that the p99 ratio compares like with like). (A preempted bench thread timestamps used entries late, so on a
-#     loaded host the delay reads short; the request latency can only read long.)
+#     own policy and priority, so that the p99 ratio compares like with like). With LAT_PIN=1
+#     (the default on a host of 2 or more CPUs with taskset) the backend (and cyclictest) run on
+#     CPU 0 and the bench on CPU 1: on one CPU the worker preempts the spinning bench between
+#     writing the used entry and sleeping, so the bench sees the used entry late and the delay
+#     reads short (a negative median at SCHED_FIFO 80 in unpinned runs).
 #  3. qemu-storage-daemon: null-co latency-ns at the same targets (a service delay: its request
 #     latency - target is shown, beside ours).
 #  4. Efficiency, ROUNDS interleaved rounds (default 3; the order rotates each round): 4k randread
@@ -30,7 +34,7 @@
 #
 # Usage: ci/bench-latency.sh [OUT_DIR]
 #   env: DURATION (3s), LAT_DURATION (2s), TARGETS_US ("10 50 200 1000"), ROUNDS (3), QUEUES (8),
-#        QD (16), THREADS (2), SKIP_BUILD (unset)
+#        QD (16), THREADS (2), LAT_PIN (1 where possible), SKIP_BUILD (unset)
 # Output: OUT_DIR/bench-latency.md (the table, also printed) and the raw JSON of every run.
 set -euo pipefail
 
@@ -65,6 +69,25 @@ HAVE_QSD=0
 command -v qemu-storage-daemon >/dev/null && HAVE_QSD=1
 HAVE_RT=0 # real-time policies allowed here (the backend's --rt-priority rows)
 chrt -f 1 true 2>/dev/null && HAVE_RT=1
+# CPU placement of the latency runs (see the header); empty = wherever the scheduler puts them.
+PIN_BACKEND=() PIN_BENCH=() PIN_CYCLIC=()
+if [ "${LAT_PIN:-1}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    LAT_PIN=1
+else
+    LAT_PIN=0
+fi
+if [ "$LAT_PIN" = 1 ]; then
+    echo "Latency runs pinned: backend and cyclictest on CPU 0, the bench on CPU 1 (LAT_PIN=1)."
+else
+    echo "Latency runs not pinned (LAT_PIN=0 or no taskset / one CPU): placed by the scheduler."
+fi >"$OUT/placement.txt"
+pin_latency() { # on | off
+    if [ "$1" = on ] && [ "$LAT_PIN" = 1 ]; then
+        PIN_BACKEND=(taskset -c 0) PIN_BENCH=(taskset -c 1) PIN_CYCLIC=(-a 0)
+    else
+        PIN_BACKEND=() PIN_BENCH=() PIN_CYCLIC=()
+    fi
+}
 
 wait_socket() {
     for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.05; done
@@ -75,7 +98,7 @@ wait_socket() {
 # start_ours SOCKET ARGS... ; sets BACKEND_PID
 start_ours() {
     local sock=$1; shift
-    RUST_LOG=warn "$BIN/vhost-blk" --socket-path "$sock" "$@" >"$WORK/ours.log" 2>&1 &
+    RUST_LOG=warn ${PIN_BACKEND[@]+"${PIN_BACKEND[@]}"} "$BIN/vhost-blk" --socket-path "$sock" "$@" >"$WORK/ours.log" 2>&1 &
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_socket "$sock"
@@ -83,7 +106,7 @@ start_ours() {
 
 # start_qsd SOCKET QUEUES LATENCY_NS ; sets BACKEND_PID
 start_qsd() {
-    "$ROOT/ci/qsd-null.sh" "$1" "$2" "$3" >"$WORK/qsd.log" 2>&1 &
+    ${PIN_BACKEND[@]+"${PIN_BACKEND[@]}"} "$ROOT/ci/qsd-null.sh" "$1" "$2" "$3" >"$WORK/qsd.log" 2>&1 &
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_socket "$1"
@@ -97,18 +120,27 @@ stop_backend() {
 
 bench() { # JSON_OUT SOCKET DURATION ARGS...
     local json=$1 sock=$2 dur=$3; shift 3
-    timeout 120 "$BENCH" --socket "$sock" --ramp 200ms --duration "$dur" \
+    timeout 120 ${PIN_BENCH[@]+"${PIN_BENCH[@]}"} "$BENCH" --socket "$sock" --ramp 200ms --duration "$dur" \
         --backend-pid "$BACKEND_PID" --json "$json" "$@" >/dev/null
 }
 
 # 1. Floor.
+pin_latency on
 if command -v cyclictest >/dev/null; then
-    cyclictest -q -m -t1 -p 80 -i 200 -l 10000 -h 20000 >"$OUT/cyclictest.txt" 2>/dev/null || true
+    cyclictest -q -m -t1 ${PIN_CYCLIC[@]+"${PIN_CYCLIC[@]}"} -p 80 -i 200 -l 10000 -h 20000 >"$OUT/cyclictest.txt" 2>/dev/null || true
     # The floor at each target's own interval: about 2 s of wake-ups, 2,000 to 10,000 of them.
     for t in $TARGETS_US; do
         loops=$((2000000 / t)); [ "$loops" -gt 10000 ] && loops=10000; [ "$loops" -lt 2000 ] && loops=2000
-        cyclictest -q -m -t1 -p 80 -i "$t" -l "$loops" -h 20000 >"$OUT/cyclictest-${t}us.txt" \
+        cyclictest -q -m -t1 ${PIN_CYCLIC[@]+"${PIN_CYCLIC[@]}"} -p 80 -i "$t" -l "$loops" -h 20000 >"$OUT/cyclictest-${t}us.txt" \
             2>/dev/null || true
+        # The same thread under the fair scheduler: the like-for-like floor of the fair rows.
+        cyclictest -q -m -t1 ${PIN_CYCLIC[@]+"${PIN_CYCLIC[@]}"} --policy=other -p 0 -i "$t" -l "$loops" -h 20000 \
+            >"$OUT/cyclictest-other-${t}us.txt" 2>/dev/null || true
+    done
+    # Keep only the histogram's non-empty buckets (20,000 lines of zeros otherwise).
+    for f in "$OUT"/cyclictest*.txt; do
+        grep -v -E '^[0-9]+[[:space:]]+0+$' "$f" >"$f.tmp" || true
+        mv "$f.tmp" "$f"
     done
 fi
 
@@ -132,7 +164,9 @@ for t in $TARGETS_US; do
     fi
 done
 
-# 4. Efficiency: NAME BACKEND CLIENT-ARGS (BACKEND: ours:ARGS or qsd).
+# 4. Efficiency: NAME BACKEND CLIENT-ARGS (BACKEND: ours:ARGS or qsd). Not pinned: backend and
+# client share both CPUs as the scheduler decides.
+pin_latency off
 CONFIGS=(
     "ours-bench|ours:--null 1G|"
     "qsd-bench|qsd|"
