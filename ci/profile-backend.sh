@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Where the backend's CPU goes, ours beside qemu-storage-daemon, under one client: perf record
+# (cpu-clock, call graphs) of the backend process for 2 s in the middle of a 3 s run of 4k random
+# reads on null storage, 8 queues x QD16, 2 client threads (the efficiency setting of
+# ci/bench-latency.sh). Writes per configuration the flat profile (self time by symbol) and the
+# callers of the hottest kernel symbols, and prints one summary table: the share of samples in
+# signalling the client, context switches, guest-memory translation, the zero fill, statistics.
+# Not part of CI (needs perf and a quiet host; run it under `flock /tmp/vb-cpu.lock`).
+# Usage: ci/profile-backend.sh OUT_DIR     env: CLIENT (blkio | bench; default blkio)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$ROOT/target/release
+[ $# = 1 ] || { echo "usage: ci/profile-backend.sh OUT_DIR" >&2; exit 2; }
+OUT=$1
+CLIENT=${CLIENT:-blkio}
+case "$CLIENT" in
+blkio) CARGS=(--client blkio) ;;
+bench) CARGS=() ;;
+*) echo "profile-backend: CLIENT must be blkio or bench, not '$CLIENT'" >&2; exit 2 ;;
+esac
+command -v perf >/dev/null || { echo "profile-backend: perf is not installed" >&2; exit 2; }
+command -v qemu-storage-daemon >/dev/null ||
+    { echo "profile-backend: qemu-storage-daemon is not installed" >&2; exit 2; }
+[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
+    { echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+one() { # NAME ours|qsd BACKEND-ARGS
+    local name=$1 kind=$2 sock=$WORK/$1.sock pid
+    if [ "$kind" = qsd ]; then
+        "$ROOT/ci/qsd-null.sh" "$sock" 8 0 >/dev/null 2>&1 &
+    else
+        # shellcheck disable=SC2086
+        RUST_LOG=warn "$B/vhost-blk" --socket-path "$sock" $3 --num-queues 8 >/dev/null 2>&1 &
+    fi
+    pid=$!
+    for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+    (sleep 0.6; perf record -F 3000 -g -p "$pid" -o "$WORK/$name.data" -- sleep 2 \
+        >/dev/null 2>&1) &
+    local perf_pid=$!
+    timeout 60 "$B/vhost-blk-bench" --socket "$sock" --ramp 200ms --duration 3s \
+        --backend-pid "$pid" --queues 8 --qd 16 --threads 2 ${CARGS[@]+"${CARGS[@]}"} \
+        --json "$OUT/$name.json" >/dev/null
+    wait "$perf_pid" || true
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    perf report -i "$WORK/$name.data" --no-children --sort symbol --stdio 2>/dev/null |
+        grep -E '^ +[0-9.]+%' | sed -E 's/ +- +- +$//' >"$OUT/$name-flat.txt" || true
+    perf report -i "$WORK/$name.data" --no-children --sort symbol -G --stdio \
+        --percent-limit 5 2>/dev/null | grep -v '^#' | grep -v '^$' >"$OUT/$name-callers.txt" || true
+}
+
+one ours-t8 ours "--null 1G"
+one ours-t1 ours "--null 1G --threads 1"
+one qsd qsd ""
+python3 "$ROOT/ci/profile_backend_table.py" "$OUT" "$CLIENT" | tee "$OUT/summary.md"
