@@ -3,7 +3,10 @@
 #
 # For each experiment directory D: copy D to a temporary directory, run
 # `guest-tests report TMP --title "<first line of D/report.md without '# '>"` and diff the
-# rebuilt TMP/report.md against D/report.md. Exit status 1 when any differs.
+# rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
+# ci/bench-latency.sh run (default settings) and ci/profile-backend.sh run is rebuilt from its raw
+# files by the same table script and diffed against the committed table. Exit status 1 when any
+# differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 set -euo pipefail
@@ -54,5 +57,25 @@ for d in "${DIRS[@]}"; do
         head -n 40 "$tmp.diff" >&2
         bad=1
     fi
+done
+
+# Backend benchmark tables (the scripts' defaults: targets, 3 rounds, 8 queues x QD16, 2 threads).
+same() { # NAME COMMITTED-FILE COMMAND...
+    local name=$1 want=$2; shift 2
+    if "$@" 2>&1 | diff -u "$want" - >"$WORK/table.diff"; then
+        echo "ok   $name"
+    else
+        echo "FAIL $name: the table differs:" >&2
+        head -n 40 "$WORK/table.diff" >&2
+        bad=1
+    fi
+}
+for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3; do
+    same "$d" "$ROOT/docs/results/$d/bench-latency.md" \
+        python3 "$ROOT/ci/bench_latency_table.py" "$ROOT/docs/results/$d" "10 50 200 1000" 3 8 16 2
+done
+for c in blkio bench; do
+    same "profile-s30/$c" "$ROOT/docs/results/profile-s30/$c/summary.md" \
+        python3 "$ROOT/ci/profile_backend_table.py" "$ROOT/docs/results/profile-s30/$c" "$c"
 done
 exit $bad
