@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Why ci/bench-latency.sh has no fair-scheduler floor: cyclictest on CPU 0 at SCHED_FIFO 80 and
+# under the fair scheduler, 200 and 1000 us intervals, 2 s each, with the timer slack its
+# measurement thread runs with. Prints p50 / p99 / max (us) from the histogram.
+# Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/fair-floor.sh
+# (Without -p: any -p, even -p 0, makes cyclictest's measurement thread SCHED_FIFO.)
+set -euo pipefail
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+for t in 200 1000; do
+    for pol in fifo other; do
+        if [ $pol = fifo ]; then args=(-p 80); else args=(--policy=other); fi
+        cyclictest -q -m -t1 -a 0 "${args[@]}" -i $t -l $((2000000 / t)) -h 20000 >"$W/h.txt" 2>&1 &
+        pid=$!
+        sleep 0.5
+        tid=$(ls "/proc/$pid/task" | sort -n | tail -1) # the measurement thread
+        slack=$(cat "/proc/$tid/timerslack_ns" 2>/dev/null || echo ?)
+        policy=$(chrt -p "$tid" | sed -n 's/.*policy: //p')
+        wait $pid
+        python3 - "$W/h.txt" "$t" "$pol" "$slack" "$policy" <<'PY'
+import re, sys
+f, t, pol, slack, policy = sys.argv[1:]
+c = {}
+mx = None
+for line in open(f):
+    m = re.match(r"^(\d+)\s+(\d+)\s*$", line)
+    if m:
+        c[int(m.group(1))] = int(m.group(2))
+    elif line.startswith("# Max Latencies:"):
+        mx = int(line.split(":")[1])
+n = sum(c.values())
+def q(p):
+    acc = 0
+    for k in sorted(c):
+        acc += c[k]
+        if acc >= p * n:
+            return k
+    return mx
+print(f"interval {t} us, {pol:5} ({policy}, timer slack {slack} ns): "
+      f"p50 {q(0.5)} us, p99 {q(0.99)} us, max {mx} us, n {n}")
+PY
+    done
+done
