@@ -2,9 +2,12 @@
 # Where the backend's CPU goes, ours beside qemu-storage-daemon, under one client: perf record
 # (cpu-clock, call graphs) of the backend process for 2 s in the middle of a 3 s run of 4k random
 # reads on null storage, 8 queues x QD16, 2 client threads (the efficiency setting of
-# ci/bench-latency.sh). Writes per configuration the flat profile (self time by symbol) and the
-# callers of the hottest kernel symbols, and prints one summary table: the share of samples in
-# signalling the client, context switches, guest-memory translation, the zero fill, statistics.
+# ci/bench-latency.sh). Writes per configuration the flat profile (self time by symbol), the
+# callers of every symbol above 5 % and the bench's JSON, then prints (and writes to summary.md)
+# one table from them (ci/profile_backend_table.py): the share of samples in context switches,
+# signalling the client, guest-memory translation, the zero fill, copies, statistics. The groups
+# go by symbol name, so they are approximate (e.g. _raw_spin_unlock_irq is counted as eventfd:
+# the callers files show that is where almost all of it comes from).
 # Not part of CI (needs perf and a quiet host; run it under `flock /tmp/vb-cpu.lock`).
 # Usage: ci/profile-backend.sh OUT_DIR     env: CLIENT (blkio | bench; default blkio)
 set -euo pipefail
