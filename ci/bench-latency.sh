@@ -52,11 +52,10 @@ THREADS=${THREADS:-2}
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT/failures.txt"
 WORK=$(mktemp -d)
-PIDS=()
+# shellcheck source=ci/backend-lib.sh
+. "$ROOT/ci/backend-lib.sh"
 cleanup() {
-    for p in "${PIDS[@]:-}"; do
-        [ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
-    done
+    stop_backends
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -72,7 +71,7 @@ command -v qemu-storage-daemon >/dev/null && HAVE_QSD=1
 HAVE_RT=0 # real-time policies allowed here (the backend's --rt-priority rows)
 chrt -f 1 true 2>/dev/null && HAVE_RT=1
 # CPU placement of the latency runs (see the header); empty = wherever the scheduler puts them.
-PIN_BACKEND=() PIN_BENCH=() PIN_CYCLIC=()
+BACKEND_PREFIX=() PIN_BENCH=() PIN_CYCLIC=()
 if [ "${LAT_PIN:-1}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     LAT_PIN=1
 else
@@ -85,40 +84,16 @@ else
 fi >"$OUT/placement.txt"
 pin_latency() { # on | off
     if [ "$1" = on ] && [ "$LAT_PIN" = 1 ]; then
-        PIN_BACKEND=(taskset -c 0) PIN_BENCH=(taskset -c 1) PIN_CYCLIC=(-a 0)
+        BACKEND_PREFIX=(taskset -c 0) PIN_BENCH=(taskset -c 1) PIN_CYCLIC=(-a 0)
     else
-        PIN_BACKEND=() PIN_BENCH=() PIN_CYCLIC=()
+        BACKEND_PREFIX=() PIN_BENCH=() PIN_CYCLIC=()
     fi
 }
 
-wait_socket() {
-    for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.05; done
-    echo "no socket $1" >&2
-    return 1
-}
-
-# start_ours SOCKET ARGS... ; sets BACKEND_PID
-start_ours() {
-    local sock=$1; shift
-    RUST_LOG=warn ${PIN_BACKEND[@]+"${PIN_BACKEND[@]}"} "$BIN/vhost-blk" --socket-path "$sock" "$@" >"$WORK/ours.log" 2>&1 &
-    BACKEND_PID=$!
-    PIDS+=("$BACKEND_PID")
-    wait_socket "$sock"
-}
-
-# start_qsd SOCKET QUEUES LATENCY_NS ; sets BACKEND_PID
-start_qsd() {
-    ${PIN_BACKEND[@]+"${PIN_BACKEND[@]}"} "$ROOT/ci/qsd-null.sh" "$1" "$2" "$3" >"$WORK/qsd.log" 2>&1 &
-    BACKEND_PID=$!
-    PIDS+=("$BACKEND_PID")
-    wait_socket "$1"
-}
-
-stop_backend() {
-    kill "$BACKEND_PID" 2>/dev/null || true
-    wait "$BACKEND_PID" 2>/dev/null || true
-    rm -f "$WORK"/*.sock
-}
+# start_ours SOCKET ARGS... / start_qsd SOCKET QUEUES LATENCY_NS: ci/backend-lib.sh's
+# start_backend, logging to the work directory; both set BACKEND_PID (stop_backend stops it).
+start_ours() { start_backend "$WORK/ours.log" "$1" ours "${@:2}"; }
+start_qsd() { start_backend "$WORK/qsd.log" "$1" qsd "$2" "$3"; }
 
 bench() { # JSON_OUT SOCKET DURATION ARGS...
     local json=$1 sock=$2 dur=$3; shift 3

@@ -28,26 +28,26 @@ command -v qemu-storage-daemon >/dev/null ||
     { echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+# shellcheck source=ci/backend-lib.sh
+. "$ROOT/ci/backend-lib.sh"
+trap 'stop_backends; rm -rf "$WORK"' EXIT
 
 one() { # NAME ours|qsd BACKEND-ARGS
-    local name=$1 kind=$2 sock=$WORK/$1.sock pid
+    local name=$1 kind=$2 sock=$WORK/$1.sock
     if [ "$kind" = qsd ]; then
-        "$ROOT/ci/qsd-null.sh" "$sock" 8 0 >/dev/null 2>&1 &
+        start_backend "$WORK/$name.log" "$sock" qsd 8 0 || exit 2
     else
         # shellcheck disable=SC2086
-        RUST_LOG=warn "$B/vhost-blk" --socket-path "$sock" $3 --num-queues 8 >/dev/null 2>&1 &
+        start_backend "$WORK/$name.log" "$sock" ours $3 --num-queues 8 || exit 2
     fi
-    pid=$!
-    for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-    (sleep 0.6; perf record -F 3000 -g -p "$pid" -o "$WORK/$name.data" -- sleep 2 \
+    (sleep 0.6; perf record -F 3000 -g -p "$BACKEND_PID" -o "$WORK/$name.data" -- sleep 2 \
         >/dev/null 2>&1) &
     local perf_pid=$!
     timeout 60 "$B/vhost-blk-bench" --socket "$sock" --ramp 200ms --duration 3s \
-        --backend-pid "$pid" --queues 8 --qd 16 --threads 2 ${CARGS[@]+"${CARGS[@]}"} \
+        --backend-pid "$BACKEND_PID" --queues 8 --qd 16 --threads 2 ${CARGS[@]+"${CARGS[@]}"} \
         --json "$OUT/$name.json" >/dev/null
     wait "$perf_pid" || true
-    kill "$pid"; wait "$pid" 2>/dev/null || true
+    stop_backend
     perf report -i "$WORK/$name.data" --no-children --sort symbol --stdio 2>/dev/null |
         grep -E '^ +[0-9.]+%' | sed -E 's/ +- +- +$//' >"$OUT/$name-flat.txt" || true
     perf report -i "$WORK/$name.data" --no-children --sort symbol -G --stdio \

@@ -48,9 +48,9 @@ EVENTS=$EVENTS,syscalls:sys_enter_ppoll,sched:sched_switch,sched:sched_wakeup
 CLIENT_EVENTS=sched:sched_switch,sched:sched_wakeup
 perf stat -e "$EVENTS" true >/dev/null 2>&1 || die "perf cannot count the tracepoints here (root? tracefs?)"
 mkdir -p "$OUT"
-BPID=
-cleanup() { [ -n "$BPID" ] && kill "$BPID" 2>/dev/null; wait 2>/dev/null || true; }
-trap cleanup EXIT
+# shellcheck source=ci/backend-lib.sh
+. "$ROOT/ci/backend-lib.sh"
+trap stop_backends EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 one() { # PATH ROUND MODE (bare: no tracing; perf: the counters above)
@@ -62,33 +62,28 @@ one() { # PATH ROUND MODE (bare: no tracing; perf: the counters above)
         scsi16) backend=(--device scsi --null 1G); client=(--device scsi --cdb16) ;;
     esac
     [ "$CLIENT" = blkio ] && client+=(--client blkio)
-    rm -f "$sock"
     if [ "$path" = qsd ]; then
-        "$ROOT/ci/qsd-null.sh" "$sock" "$QUEUES" 0 >"$OUT/$name-backend.log" 2>&1 &
+        start_backend "$OUT/$name-backend.log" "$sock" qsd "$QUEUES" 0 || exit 2
     else
-        RUST_LOG=warn "$B/vhost-blk" --socket-path "$sock" "${backend[@]}" --num-queues "$QUEUES" \
-            >"$OUT/$name-backend.log" 2>&1 &
+        start_backend "$OUT/$name-backend.log" "$sock" ours "${backend[@]}" --num-queues "$QUEUES" ||
+            exit 2
     fi
-    BPID=$!
-    for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-    [ -S "$sock" ] || die "backend did not listen on $sock (see $OUT/$name-backend.log)"
     local ppid= t0 cperf=()
     if [ "$mode" = perf ]; then
-        perf stat -x, -e "$EVENTS" -p "$BPID" -o "$OUT/$name-backend.perf" &
+        perf stat -x, -e "$EVENTS" -p "$BACKEND_PID" -o "$OUT/$name-backend.perf" &
         ppid=$!
         # The client gets the scheduler events only: it makes about 1.3 system calls per
         # request, and counting those slows it enough to change the backend's batches.
         cperf=(perf stat -x, -e "$CLIENT_EVENTS" -o "$OUT/$name-client.perf" --)
     fi
     sleep 0.2
-    t0=$(cpu_ticks "$BPID")
+    t0=$(cpu_ticks "$BACKEND_PID")
     "${cperf[@]}" timeout 120 "$B/vhost-blk-bench" --socket "$sock" --ramp 0 --duration "$DURATION" \
-        --queues "$QUEUES" --qd "$QD" --threads "$THREADS" --backend-pid "$BPID" \
+        --queues "$QUEUES" --qd "$QD" --threads "$THREADS" --backend-pid "$BACKEND_PID" \
         --json "$OUT/$name.json" "${client[@]}" >/dev/null
-    echo $(($(cpu_ticks "$BPID") - t0)) >"$OUT/$name-ticks"
+    echo $(($(cpu_ticks "$BACKEND_PID") - t0)) >"$OUT/$name-ticks"
     if [ -n "$ppid" ]; then kill -INT "$ppid"; wait "$ppid" || true; fi
-    kill "$BPID"; wait "$BPID" || true
-    BPID=
+    stop_backend
 }
 
 for r in $(seq "$ROUNDS"); do
