@@ -5,9 +5,10 @@ Usage: bench_latency_table.py OUT_DIR "TARGETS_US" ROUNDS QUEUES QD THREADS
 """
 import json
 import os
-import re
 import statistics
 import sys
+
+import cyclictest_hist
 
 out, targets, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 queues, qd, threads = sys.argv[4], sys.argv[5], sys.argv[6]
@@ -22,32 +23,8 @@ def load(name):
 
 
 def cyclictest(name="cyclictest.txt"):
-    """p50 / p99 / max (us) from cyclictest's histogram output, or None."""
-    p = os.path.join(out, name)
-    if not os.path.exists(p):
-        return None
-    counts, overflow, mx = {}, 0, None
-    for line in open(p):
-        m = re.match(r"^(\d+)\s+(\d+)\s*$", line)
-        if m:
-            counts[int(m.group(1))] = int(m.group(2))
-        elif line.startswith("# Histogram Overflows:"):
-            overflow = sum(int(x) for x in line.split(":")[1].split())
-        elif line.startswith("# Max Latencies:"):
-            mx = max(int(x) for x in line.split(":")[1].split())
-    n = sum(counts.values()) + overflow
-    if n == 0:
-        return None
-
-    def q(f):
-        want, acc = f * n, 0
-        for us in sorted(counts):
-            acc += counts[us]
-            if acc >= want:
-                return us
-        return mx  # in the overflow
-
-    return {"n": n, "p50": q(0.5), "p99": q(0.99), "max": mx, "overflow": overflow}
+    """p50 / p99 / max (us) of one of the run's cyclictest histograms, or None."""
+    return cyclictest_hist.read(os.path.join(out, name))
 
 
 def fmt(x, spec="+.1f"):

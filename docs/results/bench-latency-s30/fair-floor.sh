@@ -5,6 +5,7 @@
 # Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/fair-floor.sh
 # (Without -p: any -p, even -p 0, makes cyclictest's measurement thread SCHED_FIFO.)
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 for t in 200 1000; do
     for pol in fifo other; do
@@ -16,27 +17,14 @@ for t in 200 1000; do
         slack=$(cat "/proc/$tid/timerslack_ns" 2>/dev/null || echo ?)
         policy=$(chrt -p "$tid" | sed -n 's/.*policy: //p')
         wait $pid
-        python3 - "$W/h.txt" "$t" "$pol" "$slack" "$policy" <<'PY'
-import re, sys
-f, t, pol, slack, policy = sys.argv[1:]
-c = {}
-mx = None
-for line in open(f):
-    m = re.match(r"^(\d+)\s+(\d+)\s*$", line)
-    if m:
-        c[int(m.group(1))] = int(m.group(2))
-    elif line.startswith("# Max Latencies:"):
-        mx = int(line.split(":")[1])
-n = sum(c.values())
-def q(p):
-    acc = 0
-    for k in sorted(c):
-        acc += c[k]
-        if acc >= p * n:
-            return k
-    return mx
+        python3 - "$ROOT/ci" "$W/h.txt" "$t" "$pol" "$slack" "$policy" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import cyclictest_hist
+f, t, pol, slack, policy = sys.argv[2:]
+h = cyclictest_hist.read(f)
 print(f"interval {t} us, {pol:5} ({policy}, timer slack {slack} ns): "
-      f"p50 {q(0.5)} us, p99 {q(0.99)} us, max {mx} us, n {n}")
+      f"p50 {h['p50']} us, p99 {h['p99']} us, max {h['max']} us, n {h['n']}")
 PY
     done
 done
