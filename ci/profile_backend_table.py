@@ -3,7 +3,10 @@
 
 Usage: profile_backend_table.py OUT_DIR CLIENT
 """
-import json, re, sys
+import json
+import re
+import sys
+
 out, client = sys.argv[1], sys.argv[2]
 # Symbol patterns per cost; a symbol counts in the first group it matches.
 GROUPS = [
@@ -30,18 +33,21 @@ for name in ("ours-t8", "ours-t1", "qsd"):
         if m:
             rows.append((float(m.group(1)), m.group(2)))
     flat[name] = rows
-sums = {}
-for label, pat in GROUPS:
-    for name, rows in flat.items():
-        sums[(label, name)] = 0.0
+
+
+def group(sym):
+    """The first group whose pattern the symbol matches, or None."""
+    return next((label for label, pat in GROUPS if re.search(pat, sym)), None)
+
+
+sums = {name: {label: 0.0 for label, _ in GROUPS} for name in flat}
 for name, rows in flat.items():
     for pct, sym in rows:
-        for label, pat in GROUPS:
-            if re.search(pat, sym):
-                sums[(label, name)] += pct
-                break
+        label = group(sym)
+        if label:
+            sums[name][label] += pct
 for label, _ in GROUPS:
-    print(f"| {label} | " + " | ".join(f"{sums[(label, n)]:.1f} %" for n in flat) + " |")
+    print(f"| {label} | " + " | ".join(f"{sums[n][label]:.1f} %" for n in flat) + " |")
 effs = []
 for name in flat:
     j = json.load(open(f"{out}/{name}.json"))
