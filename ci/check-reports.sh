@@ -70,7 +70,7 @@ same() { # NAME COMMITTED-FILE COMMAND...
         bad=1
     fi
 }
-for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3; do
+for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3 bench-latency-s30/busy1; do
     same "$d" "$ROOT/docs/results/$d/bench-latency.md" \
         python3 "$ROOT/ci/bench_latency_table.py" "$ROOT/docs/results/$d" "10 50 200 1000" 3 8 16 2
 done
