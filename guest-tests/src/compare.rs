@@ -11,6 +11,7 @@
 
 pub mod nodes;
 pub mod sequential;
+pub mod spread;
 mod stats;
 pub mod verdict;
 

@@ -14,10 +14,11 @@ use crate::results::{
 /// What results.json says about the run `spec` describes (repeat `repeat` of the matrix).
 pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
     let sweep = spec.variant.as_deref().and_then(|v| {
-        let value = spec.suite.variant(v)?.value?;
+        let var = spec.suite.variant(v)?;
         Some(SweepPoint {
             param: spec.suite.spec.sweep_param.clone()?,
-            value,
+            value: var.value?,
+            series: var.running_cpus.map(|k| format!("{k} running vCPUs")),
         })
     });
     RunInfo {
@@ -37,7 +38,8 @@ pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
 /// a failed run with what is known).
 pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
     let info = run_info(spec, rerun.repeat);
-    let result = match launched(spec, info.clone()) {
+    let cell = spec.for_cell();
+    let result = match cell.and_then(|cell| launched(&cell, info.clone())) {
         Ok(r) => r,
         Err(e) => {
             let prov = Provenance {

@@ -78,6 +78,10 @@ pub struct SweepPoint {
     /// Axis name with unit, e.g. `msix_latency_us`.
     pub param: String,
     pub value: f64,
+    /// The curve this point belongs to when a sweep has several (a grid's running vCPUs, e.g.
+    /// `2 running vCPUs`); absent for a one-dimensional sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
 }
 
 /// Outcome of a run.

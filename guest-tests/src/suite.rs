@@ -141,6 +141,10 @@ pub struct Variant {
     pub builtin_latency_ns: Option<u64>,
     /// Position on the suite's `sweep_param` axis (for plots).
     pub value: Option<f64>,
+    /// Overrides the suite's `num_queues` in this cell.
+    pub num_queues: Option<u32>,
+    /// Overrides the suite's `running_cpus` in this cell.
+    pub running_cpus: Option<u32>,
 }
 
 /// A suite as written in TOML.
@@ -159,8 +163,15 @@ pub struct SuiteSpec {
     /// Virtqueue size (QEMU `virtqueue_size` / `queue-size`); the guest's tag depth per hctx.
     /// Default: QEMU's (128). Our backend must allow it (`--queue-size`).
     pub virtqueue_size: Option<u32>,
-    #[serde(default = "eight")]
-    pub smp: u32,
+    /// Guest CPUs QEMU creates (`-smp`); read it through [`SuiteSpec::smp`]. Default 8, or one
+    /// per request queue when `running_cpus` is set (then it may not be given).
+    pub smp: Option<u32>,
+    /// How many of the guest's CPUs Linux brings up (`maxcpus=`); the others stay possible
+    /// but offline, their vCPU threads halted. With it, `smp` is `num_queues` (one possible
+    /// CPU per hardware queue: virtio_scsi asks for min(queues, possible CPUs) hctx, and CPU i
+    /// maps to hctx i), `guest.expect_hctx` defaults to `num_queues`, and the agent gives fio
+    /// `FIO_JOBS` = this and `FIO_CPUS` = `0-(this-1)`.
+    pub running_cpus: Option<u32>,
     #[serde(default = "default_memory_mib")]
     pub memory_mib: u32,
     #[serde(default)]
@@ -193,6 +204,9 @@ pub struct SuiteSpec {
     pub sweep_param: Option<String>,
     #[serde(default)]
     pub variants: Vec<Variant>,
+    /// A grid of cells (every `num_queues` x every `running_cpus`), expanded into `variants`
+    /// named `q<queues>-c<cpus>` on the `hw_queues` axis when the suite is loaded.
+    pub grid: Option<cells::Grid>,
     /// Kill and restart the backend while the guest runs.
     pub restarts: Option<RestartSettings>,
 }
@@ -280,9 +294,13 @@ impl Suite {
             path: path.clone(),
             msg: e.to_string(),
         })?;
-        let spec: SuiteSpec = toml::from_str(&text).map_err(|e| SuiteError::Parse {
+        let mut spec: SuiteSpec = toml::from_str(&text).map_err(|e| SuiteError::Parse {
             path: path.clone(),
             msg: e.message().to_string(),
+        })?;
+        cells::expand_grid(&mut spec).map_err(|msg| SuiteError::Invalid {
+            suite: name.into(),
+            msg,
         })?;
         Self::from_spec(name, dir, spec)
     }
@@ -332,12 +350,7 @@ impl Suite {
 }
 
 fn validate(s: &SuiteSpec) -> Result<(), String> {
-    if !(1..=64).contains(&s.num_queues) {
-        return Err(format!("num_queues {} not in 1..=64", s.num_queues));
-    }
-    if !(1..=64).contains(&s.smp) {
-        return Err(format!("smp {} not in 1..=64", s.smp));
-    }
+    cells::validate_shape(s)?;
     if s.memory_mib < 128 {
         return Err(format!("memory_mib {} is below 128", s.memory_mib));
     }
@@ -464,6 +477,9 @@ fn validate_step(step: &str) -> Result<(), String> {
         ))
     }
 }
+
+mod cells;
+pub use cells::Grid;
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ use crate::suite::{self, Suite};
 
 mod bisect;
 mod boot;
+mod each;
 mod executor;
 mod run;
 use crate::{compare, report};
@@ -59,6 +60,13 @@ pub enum Cmd {
         /// test for a node effect (runs from `--executor slurm` or from several hosts).
         #[arg(long, conflicts_with_all = ["json", "verdict"])]
         by_node: bool,
+        /// Judge each directory alone (one matrix each) and print the verdicts' spread: the
+        /// baseline's primary mean across matrices and the range of p (with --json: as JSON).
+        #[arg(long, conflicts_with_all = ["verdict", "by_node"])]
+        each: bool,
+        /// With --each: count the matrices whose primary p is below this.
+        #[arg(long, default_value_t = 1e-4, requires = "each")]
+        threshold: f64,
     },
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
@@ -70,8 +78,11 @@ pub enum Cmd {
     },
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
-    /// List the suites.
-    Suites,
+    /// List the suites (with `--variants SUITE`: that suite's variants, one per line).
+    Suites {
+        #[arg(long, value_name = "SUITE")]
+        variants: Option<String>,
+    },
     /// Wait for a matrix submitted with `run --executor slurm --detach`, then write its
     /// index.json and report as `run` does.
     Collect { dir: PathBuf },
@@ -323,7 +334,12 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             json,
             verdict,
             by_node,
+            each,
+            threshold,
         } => {
+            if each {
+                return each::each_cmd(&dirs, kernels.as_deref(), threshold, json);
+            }
             let out = match (json, verdict, by_node) {
                 (true, _, _) => CompareOutput::Json,
                 (_, true, _) => CompareOutput::Verdict,
@@ -360,7 +376,18 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code() as u8),
         },
-        Cmd::Suites => {
+        Cmd::Suites {
+            variants: Some(name),
+        } => match Suite::load(&suite::default_dir(), &name) {
+            Ok(s) => {
+                for v in &s.spec.variants {
+                    println!("{}", v.name);
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e, 2),
+        },
+        Cmd::Suites { variants: None } => {
             let dir = suite::default_dir();
             let names = match suite::list(&dir) {
                 Ok(n) => n,

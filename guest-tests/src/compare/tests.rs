@@ -13,6 +13,7 @@ pub(crate) fn run(
         sweep: variant.map(|(_, v)| SweepPoint {
             param: "msix_latency_us".into(),
             value: v,
+            series: None,
         }),
         run_dir: format!("runs/{kernel}").into(),
         ..Default::default()

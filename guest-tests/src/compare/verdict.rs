@@ -10,6 +10,13 @@
 //!    least 2 pairs, else Welch's t-test; both are reported where they exist.
 //! 3. A run is "starved" when the CPU its vCPUs got during the primary step is below
 //!    [`STARVED_FRACTION`] of the median over all runs of the comparison.
+//! 4. Faithfulness ([`Faithfulness`], only for runs that recorded their placement): running
+//!    vCPUs per host core and the host's time slice (means over the successful runs), and the
+//!    baseline's mean queue_lock wait per contention on the primary step. Host preemption
+//!    likely dominates the lock figures when the vCPUs outnumber their cores, or when that
+//!    wait is at least [`PREEMPTION_SLICES`] of a host slice: `blk_mq_run_hw_queue` holds the
+//!    lock for a few microseconds, so a wait that long means the holder's vCPU was off its
+//!    host core.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +40,22 @@ pub const COMPANIONS: &[&str] = &[
     "host_other_cpu_per_s",
     "host_steal_cpu_per_s",
 ];
+
+/// A baseline wait per contention of at least this share of a host slice is taken as host
+/// preemption of the lock holder (rule 4).
+pub const PREEMPTION_SLICES: f64 = 0.5;
+
+/// How faithful the runs were to a machine with a core per CPU (rule 4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Faithfulness {
+    pub vcpus_per_core: f64,
+    /// Every run had a host core per running vCPU (placement rule 2).
+    pub dedicated: bool,
+    pub host_slice_ms: f64,
+    /// The baseline's mean queue_lock wait per contention on the primary step, us.
+    pub base_wait_mean_us: Option<f64>,
+    pub host_preemption_likely: bool,
+}
 
 /// One kernel's figures for a metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +99,9 @@ pub struct Verdict {
     pub rows: Vec<VerdictRow>,
     /// Run directories whose guest got less than [`STARVED_FRACTION`] of the median vCPU time.
     pub starved: Vec<String>,
+    /// Rule 4; absent for runs that did not record their placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faithfulness: Option<Faithfulness>,
 }
 
 impl Verdict {
@@ -175,10 +201,38 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
         .first()
         .is_some_and(|r| r.paired_p.is_some() || r.paired_diff.is_some());
     Some(Verdict {
+        faithfulness: faithfulness(c, runs, &step),
         base: c.baseline().to_string(),
         other,
         paired,
         rows,
         starved,
+    })
+}
+
+/// Rule 4.
+fn faithfulness(c: &Comparison, runs: &[RunResult], step: &str) -> Option<Faithfulness> {
+    let ok: Vec<&RunResult> = runs.iter().filter(|r| r.status.is_ok()).collect();
+    let mean_of = |name: &str| {
+        let v: Vec<f64> = ok.iter().filter_map(|r| r.metric(name)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let vcpus_per_core = mean_of("harness.running_vcpus_per_core")?;
+    let host_slice_ms = mean_of("harness.host_slice_ms")?;
+    let dedicated = ok
+        .iter()
+        .all(|r| r.metric("harness.vcpu_cores_dedicated") == Some(1.0));
+    let base_wait_mean_us = c
+        .metric(&format!("{step}.qlock_wait_mean_us"))
+        .next()
+        .and_then(|row| row.summary(c.baseline()))
+        .map(|s| s.mean);
+    let long_wait = base_wait_mean_us.is_some_and(|w| w >= PREEMPTION_SLICES * host_slice_ms * 1e3);
+    Some(Faithfulness {
+        vcpus_per_core,
+        dedicated,
+        host_slice_ms,
+        base_wait_mean_us,
+        host_preemption_likely: vcpus_per_core > 1.0 || long_wait,
     })
 }

@@ -62,6 +62,8 @@ pub fn argv(
                 s.device.as_str().into(),
                 "--stats-file".into(),
                 stats_file(run_dir).display().to_string(),
+                "--num-queues".into(),
+                s.num_queues.to_string(),
             ]
         }
         BackendKind::QemuStorageDaemon => {
@@ -154,7 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn vhost_blk_argv_has_fixed_flags_then_suite_then_variant_args() {
+    fn vhost_blk_argv_has_fixed_flags_and_the_queue_count_then_suite_then_variant_args() {
         let s = suite("device = \"scsi\"\nbackend = \"vhost-blk\"\nbackend_args = [\"--null\", \"1G\", \"--seed\", \"{seed}\"]");
         let a = argv(
             &s,
@@ -176,6 +178,8 @@ mod tests {
                 "scsi",
                 "--stats-file",
                 "/r/backend-stats.json",
+                "--num-queues",
+                "8",
                 "--null",
                 "1G",
                 "--seed",

@@ -227,15 +227,6 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// The one CPU of `cpus` that slot `j` of a paired group runs on (`cpus[j mod n]`); empty
-/// when `cpus` is.
-pub fn slot_cpus(cpus: &[usize], j: u32) -> Vec<usize> {
-    if cpus.is_empty() {
-        return Vec::new();
-    }
-    vec![cpus[j as usize % cpus.len()]]
-}
-
 /// `CPU 3/TCG` -> 3.
 pub fn vcpu_index(comm: &str) -> Option<usize> {
     is_vcpu(comm).then(|| comm[4..].split('/').next()?.parse().ok())?
@@ -256,29 +247,14 @@ pub fn threads(pid: u32) -> Vec<(i32, String)> {
         .collect()
 }
 
-/// Pins each vCPU thread `k` of QEMU process `pid` to host CPU `cpus[k % cpus.len()]` (a fixed
-/// placement, the same in every boot). Returns how many vCPU threads are pinned.
-pub fn pin_vcpus(pid: u32, cpus: &[usize]) -> usize {
-    if cpus.is_empty() {
-        return 0;
-    }
-    let mut n = 0;
-    for (tid, comm) in threads(pid) {
-        let Some(k) = vcpu_index(&comm) else {
-            continue;
-        };
-        let cpu = cpus[k % cpus.len()];
-        // SAFETY: cpu_set_t is plain data, CPU_SET writes one bit inside it, and
-        // sched_setaffinity reads size_of::<cpu_set_t>() bytes of it; tid is a thread of a
-        // child process of ours (a stale tid fails with ESRCH, which is ignored).
-        let ok = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-        };
-        n += usize::from(ok);
-    }
-    n
+/// Pins each vCPU thread `k` of QEMU process `pid` to the host CPU the placement gives it (the
+/// same in every boot). Returns how many vCPU threads are pinned.
+pub fn pin_vcpus(pid: u32, p: &super::placement::Placement) -> usize {
+    threads(pid)
+        .into_iter()
+        .filter_map(|(tid, comm)| Some((tid, p.cpu_of_vcpu(vcpu_index(&comm)?)?)))
+        .filter(|&(tid, cpu)| super::placement::set_affinity(tid, &[cpu]))
+        .count()
 }
 
 #[cfg(test)]
@@ -369,10 +345,7 @@ mod tests {
         assert_eq!(vcpu_index("CPU x/TCG"), None);
         assert_eq!(vcpu_index("worker"), None);
         assert!(!allowed_cpus().is_empty());
-        assert_eq!(slot_cpus(&[0, 1], 0), [0]);
-        assert_eq!(slot_cpus(&[0, 1], 1), [1]);
-        assert_eq!(slot_cpus(&[4, 5, 6], 4), [5]);
-        assert!(slot_cpus(&[], 1).is_empty());
-        assert_eq!(pin_vcpus(std::process::id(), &[0]), 0);
+        let p = super::super::placement::Placement::plan(&[0], 1, None);
+        assert_eq!(pin_vcpus(std::process::id(), &p), 0);
     }
 }

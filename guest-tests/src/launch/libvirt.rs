@@ -10,7 +10,7 @@ pub fn snippet(suite: &Suite, socket: Option<&Path>) -> String {
     let s = &suite.spec;
     let mem = format!(
         "<!-- vhost-user needs shared guest memory: -->\n<memoryBacking>\n  <source type='memfd'/>\n  <access mode='shared'/>\n</memoryBacking>\n<vcpu>{}</vcpu>\n",
-        s.smp
+        s.smp()
     );
     let Some(sock) = socket else {
         return format!(

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod cpu;
 pub mod host;
 pub mod libvirt;
+pub mod placement;
 pub mod process;
 pub mod qemu;
 pub mod rerun;
@@ -140,6 +141,10 @@ pub struct HostTimes {
     /// QEMU threads with the fair scheduler's short slice (`--host-sched short`, sched rule
     /// 6); 0 when not asked or the kernel has no custom slices.
     pub threads_short_slice: u32,
+    /// Where the vCPUs were placed, when they were pinned (`placement`).
+    pub placement: Option<placement::Placement>,
+    /// The time slice the host gave QEMU's threads, ms (`sched::slice_ms`).
+    pub host_slice_ms: Option<f64>,
     /// `[restarts]`: each backend instance before its kill, and the last one at the end.
     pub backend_restarts: Vec<restart::RestartRecord>,
 }
@@ -221,6 +226,29 @@ pub fn prepare(spec: &RunSpec) -> Result<(), LaunchError> {
     }
     variant(spec)?;
     std::fs::create_dir_all(dir).map_err(io(dir))
+}
+
+impl RunSpec {
+    /// Where this run's vCPUs go on this host (`placement`): the suite's running CPUs (all
+    /// of `smp` without `running_cpus`) on the CPUs this process may use.
+    pub fn placement(&self) -> placement::Placement {
+        let s = &self.suite.spec;
+        let running = s.running_cpus.unwrap_or_else(|| s.smp());
+        placement::Placement::plan(&cpu::allowed_cpus(), running as usize, self.pin_slot)
+    }
+
+    /// This run with its suite resolved to its variant's cell (`Suite::for_variant`): what
+    /// the launcher, the job archive and the backend see.
+    pub fn for_cell(&self) -> Result<RunSpec, LaunchError> {
+        let suite = self
+            .suite
+            .for_variant(self.variant.as_deref())
+            .map_err(|e| LaunchError::Config(e.to_string()))?;
+        Ok(RunSpec {
+            suite,
+            ..self.clone()
+        })
+    }
 }
 
 fn variant(spec: &RunSpec) -> Result<Option<&crate::suite::Variant>, LaunchError> {
@@ -419,12 +447,13 @@ fn drive_qemu(
         sample: qpid.map_or_else(cpu::CpuSample::default, |p| cpu::sample(p, bpid)),
     };
     timings.cpu_marks.push(sample("qemu-start", 0.0));
-    let host_cpus = match spec.pin_slot {
-        Some(j) => cpu::slot_cpus(&cpu::allowed_cpus(), j),
-        None => cpu::allowed_cpus(),
-    };
+    let placement = spec.placement();
+    if spec.pin_vcpus {
+        tracing::debug!(placement = %placement.describe());
+        timings.placement = Some(placement.clone());
+    }
     let want_pinned = if spec.pin_vcpus {
-        spec.suite.spec.smp as usize
+        spec.suite.spec.smp() as usize
     } else {
         0
     };
@@ -447,7 +476,14 @@ fn drive_qemu(
         // vCPU threads exist once QEMU has set the machine up (well before the guest runs).
         if (timings.vcpus_pinned as usize) < want_pinned && t0.elapsed() < Duration::from_secs(10) {
             if let Some(p) = qpid {
-                timings.vcpus_pinned = cpu::pin_vcpus(p, &host_cpus) as u32;
+                timings.vcpus_pinned = cpu::pin_vcpus(p, &placement) as u32;
+            }
+        }
+        // A dedicated placement moves everything else off the vCPUs' cores (placement rule
+        // 2), while the processes still create threads: every 8th poll of the first 30 s.
+        if spec.pin_vcpus && polls % 8 == 0 && t0.elapsed() < Duration::from_secs(30) {
+            for p in [qpid, bpid].into_iter().flatten() {
+                placement::apply_others(p, &placement);
             }
         }
         // Real-time policies while the processes still create threads (sched, rule 3): every
@@ -555,6 +591,12 @@ fn drive_qemu(
     }
     q.stop(Duration::from_secs(3));
     timings.qemu_s = Some(t0.elapsed().as_secs_f64());
+    timings.host_slice_ms = Some(sched::slice_ms(
+        spec.host_sched,
+        timings.threads_short_slice,
+        timings.rr_timeslice_ms,
+        cpu::allowed_cpus().len(),
+    ));
     // What arrived after the last poll.
     let rest = read_from(&results, stream.len() as u64);
     watch.feed(&rest);

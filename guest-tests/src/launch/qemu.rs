@@ -97,6 +97,9 @@ pub fn kernel_cmdline(kernel_words: &str, suite: &Suite) -> String {
         words.push(format!("trace_event={IRQ_TRACE_EVENTS}"));
     }
     words.extend(suite.spec.cmdline.iter().cloned());
+    if let Some(k) = suite.spec.running_cpus {
+        words.push(format!("maxcpus={k}"));
+    }
     words.join(" ")
 }
 
@@ -124,7 +127,7 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
     }
     // debug-threads names the vCPU threads `CPU <n>/TCG`: the host's CPU accounting finds them.
     push(&["-name", "vb,debug-threads=on"]);
-    push(&["-smp", &s.smp.to_string(), "-m", &mem]);
+    push(&["-smp", &s.smp().to_string(), "-m", &mem]);
     push(&[
         "-object",
         &format!("memory-backend-memfd,id=mem,size={mem},share=on"),

@@ -170,6 +170,24 @@ pub fn rr_timeslice_ms() -> Option<f64> {
         .ok()
 }
 
+/// The fair scheduler's default base slice, ns (EEVDF: `sysctl_sched_base_slice`).
+const FAIR_BASE_SLICE_NS: u64 = 750_000;
+
+/// The time slice QEMU's threads had on the host, ms: the short slice when the kernel took it
+/// (rule 6), the SCHED_RR slice under `rt` (rule 2), else the fair scheduler's default slice for
+/// `host_cpus` CPUs: the base slice x (1 + log2 min(CPUs, 8)) (the real value sits in the
+/// host's debugfs, which is usually not mounted).
+pub fn slice_ms(kind: HostSched, short_threads: u32, rr_ms: Option<f64>, host_cpus: usize) -> f64 {
+    match kind {
+        HostSched::Short if short_threads > 0 => SHORT_SLICE_NS as f64 / 1e6,
+        HostSched::Realtime if rr_ms.is_some() => rr_ms.unwrap_or_default(),
+        _ => {
+            let factor = 1 + host_cpus.clamp(1, 8).ilog2();
+            (FAIR_BASE_SLICE_NS * u64::from(factor)) as f64 / 1e6
+        }
+    }
+}
+
 /// How a run's processes are scheduled on the host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -203,6 +221,16 @@ impl std::str::FromStr for HostSched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slice_a_run_had() {
+        assert_eq!(slice_ms(HostSched::Short, 12, None, 2), 0.1);
+        // A kernel without custom slices ignored the request: the default for 2 CPUs.
+        assert_eq!(slice_ms(HostSched::Short, 0, None, 2), 1.5);
+        assert_eq!(slice_ms(HostSched::Realtime, 0, Some(100.0), 2), 100.0);
+        assert_eq!(slice_ms(HostSched::Normal, 0, None, 1), 0.75);
+        assert_eq!(slice_ms(HostSched::Nice, 0, None, 64), 3.0);
+    }
 
     #[test]
     fn names_parse_and_a_process_without_vcpus_has_none() {

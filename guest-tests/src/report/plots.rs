@@ -73,12 +73,25 @@ pub(super) fn all(
     for m in selected(c, select) {
         let rows: Vec<&MetricRow> = c.metric(&m).collect();
         plots.push(strip(&m, &c.kernels, &rows, c.several_suites())?);
-        let swept: BTreeSet<String> = rows
+        // One sweep curve per series of the sweep (a grid's running vCPUs), each needing two
+        // points or more on the axis.
+        let series: BTreeSet<Option<&str>> = rows
             .iter()
-            .filter_map(|r| r.sweep.as_ref().map(|s| format!("{}", s.value)))
+            .filter_map(|r| Some(r.sweep.as_ref()?.series.as_deref()))
             .collect();
-        if swept.len() >= 2 {
-            plots.push(sweep(&m, &c.kernels, &rows)?);
+        for s in series {
+            let of_series: Vec<&MetricRow> = rows
+                .iter()
+                .copied()
+                .filter(|r| r.sweep.as_ref().is_some_and(|p| p.series.as_deref() == s))
+                .collect();
+            let swept: BTreeSet<String> = of_series
+                .iter()
+                .filter_map(|r| r.sweep.as_ref().map(|s| format!("{}", s.value)))
+                .collect();
+            if swept.len() >= 2 {
+                plots.push(sweep(&m, &c.kernels, &of_series, s)?);
+            }
         }
     }
     for t in sites {
@@ -239,7 +252,12 @@ fn strip(
 type SweepPt = (f64, f64, Option<(f64, f64)>);
 
 /// Sweep curve: the metric's mean against the sweep value, per kernel, with 95 % CI whiskers.
-fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, ReportError> {
+fn sweep(
+    metric: &str,
+    kernels: &[String],
+    rows: &[&MetricRow],
+    series: Option<&str>,
+) -> Result<Plot, ReportError> {
     let param = rows
         .iter()
         .find_map(|r| r.sweep.as_ref().map(|s| s.param.clone()))
@@ -268,9 +286,13 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
             .flat_map(|(_, m, ci)| [m, ci.map_or(m, |c| c.0), ci.map_or(m, |c| c.1)])
     }));
     let name = format!("sweep {metric}");
+    let title = match series {
+        Some(s) => format!("{metric} vs {param}, {s}"),
+        None => format!("{metric} vs {param}"),
+    };
     let svg = render(&name, (720, 420), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(format!("{metric} vs {param}"), (FONT, 18))
+            .caption(title, (FONT, 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
@@ -338,8 +360,16 @@ fn sweep(metric: &str, kernels: &[String], rows: &[&MetricRow]) -> Result<Plot, 
         Ok(())
     })?;
     Ok(Plot {
-        file: format!("sweep-{}.svg", file_stem(metric)),
-        caption: format!("{metric} against {param}: mean per kernel with 95 % CI whiskers"),
+        file: match series {
+            Some(s) => format!("sweep-{}-{}.svg", file_stem(metric), file_stem(s)),
+            None => format!("sweep-{}.svg", file_stem(metric)),
+        },
+        caption: match series {
+            Some(s) => {
+                format!("{metric} against {param}, {s}: mean per kernel with 95 % CI whiskers")
+            }
+            None => format!("{metric} against {param}: mean per kernel with 95 % CI whiskers"),
+        },
         svg,
     })
 }

@@ -64,6 +64,7 @@ fn write_run(root: &Path, kernel: &str, rep: u32, sweep: Option<f64>, d: [u64; 3
         sweep: sweep.map(|value| SweepPoint {
             param: "msix_latency_us".into(),
             value,
+            series: None,
         }),
         run_dir: dir.clone(),
         ..Default::default()

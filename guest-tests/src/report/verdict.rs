@@ -1,7 +1,7 @@
 //! The verdict in plain words and a small table ([`crate::compare::verdict`] has the numbers):
 //! what the report opens with and what `compare --verdict` and the main job print.
 
-use crate::compare::verdict::{KernelFigure, Verdict, VerdictRow};
+use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
 
 use super::tables::{fmt_num, fmt_p};
 
@@ -104,16 +104,7 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
         }
     }
     if let Some(s) = v.row("secondary") {
-        let ratio = (s.other.mean != 0.0).then(|| s.base.mean / s.other.mean);
-        out.push_str(&format!(
-            "Secondary metric `{}` (all lock sites): {b} {} -> {o} {} {}{}; {}.\n\n",
-            s.metric,
-            pm(&s.base),
-            pm(&s.other),
-            s.unit,
-            ratio.map_or(String::new(), |r| format!(" ({}x less)", fmt_num(r))),
-            p_of(s)
-        ));
+        out.push_str(&secondary_text(s, b, o));
     }
     let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
     if let Some(d) = comp(".dblocked_peak") {
@@ -182,6 +173,9 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
             }
         ));
     }
+    if let Some(f) = &v.faithfulness {
+        out.push_str(&faithfulness_text(f, b));
+    }
     if let Some(s) = seq {
         out.push_str(&format!(
             "Sequential test on `{}` ({}, O'Brien-Fleming alpha spending, overall alpha {}): {} after {} boots per kernel (budget {}).\n\n",
@@ -193,6 +187,60 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
             s.max_n
         ));
     }
+    out
+}
+
+/// The secondary metric's sentence: a lock metric as "N x less", anything else (throughput) as
+/// the other kernel's multiple of the baseline.
+fn secondary_text(s: &VerdictRow, b: &str, o: &str) -> String {
+    let lock = s.metric.ends_with(".lockwait_ms_per_kio");
+    let ratio = if lock {
+        (s.other.mean != 0.0).then(|| format!(" ({}x less)", fmt_num(s.base.mean / s.other.mean)))
+    } else {
+        (s.base.mean != 0.0).then(|| format!(" ({o}: {}x {b}'s)", fmt_num(s.other.mean / s.base.mean)))
+    };
+    format!(
+        "Secondary metric `{}`{}: {b} {} -> {o} {} {}{}; {}.\n\n",
+        s.metric,
+        if lock { " (all lock sites)" } else { "" },
+        pm(&s.base),
+        pm(&s.other),
+        s.unit,
+        ratio.unwrap_or_default(),
+        p_of(s)
+    )
+}
+
+/// How faithful the runs were (compare::verdict rule 4), in words.
+fn faithfulness_text(f: &Faithfulness, base: &str) -> String {
+    let place = if f.dedicated {
+        "each running vCPU had a host core of its own (the backend and QEMU's own threads on other cores)"
+            .to_string()
+    } else {
+        format!(
+            "{} running vCPUs per host core, sharing the cores with the backend and QEMU's own threads",
+            fmt_num(f.vcpus_per_core)
+        )
+    };
+    let mut out = format!(
+        "Faithfulness: {place}; host time slice {} ms.",
+        fmt_num(f.host_slice_ms)
+    );
+    if let Some(w) = f.base_wait_mean_us {
+        out.push_str(&format!(
+            " Mean queue_lock wait per contention on {base}: {} us, {} host slices.",
+            fmt_num(w),
+            fmt_num(w / (f.host_slice_ms * 1e3))
+        ));
+    }
+    out.push_str(if f.host_preemption_likely {
+        " **Host preemption likely dominates the lock figures**: blk_mq_run_hw_queue holds \
+         queue_lock for microseconds, so waits this long (or more vCPUs than cores) mean the \
+         holder's vCPU was descheduled by the host.\n\n"
+    } else {
+        " The waits are shorter than half a host slice: they are the kernel's own lock \
+         traffic, not a preempted holder.\n\n"
+    });
     out
 }
 

@@ -17,7 +17,7 @@ fn spec(extra: &str) -> Result<SuiteSpec, toml::de::Error> {
 fn defaults_are_filled_in() {
     let s = spec("").unwrap();
     assert_eq!(s.num_queues, 8);
-    assert_eq!(s.smp, 8);
+    assert_eq!(s.smp(), 8);
     assert_eq!(s.bios, Bios::Qboot);
     assert_eq!(s.timeout_secs, 180);
     assert!(validate(&s).is_ok());

@@ -114,6 +114,19 @@ pub static METRICS: &[MetricDef] = &[
         })
     ),
     def!(
+        "{step}.bw_mb_s",
+        "MB/s",
+        Higher,
+        FIO,
+        No,
+        "bandwidth, all directions, in MB/s of 10^6 bytes (fio's MB/s, the seed's 640 -> 153 MB/s)",
+        Step(|s, o| if let Some(f) = &s.fio {
+            let kib = f.read.as_ref().map_or(0.0, |d| d.bw_kib_s)
+                + f.write.as_ref().map_or(0.0, |d| d.bw_kib_s);
+            o.put(kib * 1024.0 / 1e6)
+        })
+    ),
+    def!(
         "{step}.{dir}.iops",
         "IOPS",
         Higher,

@@ -45,6 +45,39 @@ pub static HOST_METRICS: &[MetricDef] = &[
         Host(|t, o| o.put(t.vcpus_pinned as f64))
     ),
     def!(
+        "harness.running_vcpus_per_core",
+        "vCPUs",
+        Lower,
+        "host",
+        No,
+        "running guest vCPUs per host core they were pinned to (1 = each its own core; launch/placement.rs)",
+        Host(|t, o| if let Some(p) = &t.placement {
+            o.put(p.vcpus_per_core())
+        })
+    ),
+    def!(
+        "harness.vcpu_cores_dedicated",
+        "bool",
+        Neither,
+        "host",
+        No,
+        "1 when each running vCPU had a host core of its own, the backend and QEMU's own threads kept off them (placement rule 2); 0 when they shared",
+        Host(|t, o| if let Some(p) = &t.placement {
+            o.put(f64::from(u8::from(p.dedicated)))
+        })
+    ),
+    def!(
+        "harness.host_slice_ms",
+        "ms",
+        Neither,
+        "host",
+        No,
+        "time slice QEMU's threads had on the host: 0.1 with --host-sched short, the SCHED_RR slice with rt, else the fair scheduler's default for the host's CPU count",
+        Host(|t, o| if let Some(v) = t.host_slice_ms {
+            o.put(v)
+        })
+    ),
+    def!(
         "harness.vcpus_realtime",
         "threads",
         Neither,

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Seed 000 at the scale of the series' test machine (docs/results/seed000-scale/): the cells of
+# suite seed000-scale (request queues x running vCPUs, its [grid]) and of
+# seed000-scale-builtin (QEMU's built-in virtio-scsi, up to the series' 120 queues), each an
+# interleaved matrix of the base kernel against every fix version, REPEAT boots per kernel,
+# under the CPU lock (/tmp/vb-cpu.lock, taken per cell so other work can run between cells).
+# A cell whose directory already holds index.json is skipped (re-running resumes the sweep).
+# At the end, one report over all cells (plots against the number of hardware queues).
+#
+# Environment: OUT (default docs/results/seed000-scale), REPEAT (3), CELLS (default: every
+# cell of both suites, as SUITE/VARIANT), LINE (kernel line, default rt128: NR_CPUS=128),
+# HOST_SCHED (short, as the main job).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-docs/results/seed000-scale}
+REPEAT=${REPEAT:-3}
+LINE=${LINE:-rt128}
+HOST_SCHED=${HOST_SCHED:-short}
+LOCK=/tmp/vb-cpu.lock
+GT=target/release/guest-tests
+P=$PWD/images/patches
+KERNELS="$LINE,$LINE+seed000=$LINE+patch:$P/seed000.patch"
+KERNELS+=",$LINE+seed000-paired=$LINE+patch:$P/seed000.patch+patch:$P/seed000-paired.patch"
+KERNELS+=",$LINE+seed000-v7=$LINE+patch:$P/seed000-v7.patch"
+[ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
+
+cells() {
+    for suite in seed000-scale seed000-scale-builtin; do
+        "$GT" suites --variants "$suite" | sed "s|^|$suite/|"
+    done
+}
+CELLS=${CELLS:-$(cells)}
+
+for cell in $CELLS; do
+    suite=${cell%/*}
+    variant=${cell#*/}
+    dir="$OUT/$suite/$variant"
+    if [ -f "$dir/index.json" ]; then
+        echo "== $cell: done already ($dir)"
+        continue
+    fi
+    echo "== $cell ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"
+    flock "$LOCK" "$GT" run --suite "$suite" --variant "$variant" --kernels "$KERNELS" \
+        --repeat "$REPEAT" --host-sched "$HOST_SCHED" --out "$dir" | grep --line-buffered -v '^|' || true
+done
+"$GT" report "$OUT" >/dev/null
+echo "report: $OUT/report.md"

@@ -1,0 +1,257 @@
+//! The shape of the emulated machine in each cell of a suite: request queues, guest CPUs and
+//! how many of them run, and the `[grid]` that spans many cells.
+//!
+//! Rules:
+//! 1. A cell is the suite with one variant's overrides applied ([`Suite::for_variant`]):
+//!    `num_queues` and `running_cpus` replace the suite's; nothing else is overridden here.
+//! 2. With `running_cpus = k` the guest has one possible CPU per request queue (`smp` =
+//!    `num_queues`, which the suite may then not give) and Linux brings up `k` of them
+//!    (`maxcpus=k`, added by the launcher): blk-mq gets one hctx per queue, CPU i maps to
+//!    hctx i, and the hctx of the offline CPUs stay idle, as on a many-queue SAS HBA driven
+//!    from a few CPUs. `guest.expect_hctx` defaults to `num_queues`.
+//! 3. The queue count is declared once, here: the launcher passes it to the backend
+//!    (`--num-queues`) and to QEMU; `backend_args` may not repeat it.
+//! 4. `[grid]` expands, at load time, into one variant per (`num_queues`, `running_cpus`)
+//!    pair, named `q<queues>-c<cpus>`, on the sweep axis `hw_queues` (its value is the queue
+//!    count); a suite has either a grid or hand-written variants.
+//! 5. Limits: vhost-user backends serve at most 64 vrings (vhost-user-backend 0.24 keeps each
+//!    worker's queues in a u64 mask), so at most 62 SCSI request queues (control and event
+//!    queues take two) or 64 blk queues; QEMU's built-in virtio-scsi takes up to 1022; QEMU's
+//!    `pc` machine has at most 255 CPUs.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackendKind, Device, Suite, SuiteError, SuiteSpec, Variant};
+
+/// `[grid]`: every `num_queues` with every `running_cpus` (rule 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    pub num_queues: Vec<u32>,
+    pub running_cpus: Vec<u32>,
+}
+
+/// The sweep axis of a grid (rule 4).
+pub const GRID_AXIS: &str = "hw_queues";
+
+/// QEMU's `pc` machine limit on CPUs (rule 5).
+const MAX_SMP: u32 = 255;
+
+/// The name of a grid cell.
+pub fn cell_name(queues: u32, cpus: u32) -> String {
+    format!("q{queues}-c{cpus}")
+}
+
+/// Expands `spec.grid` into variants (rule 4).
+pub fn expand_grid(spec: &mut SuiteSpec) -> Result<(), String> {
+    let Some(g) = &spec.grid else {
+        return Ok(());
+    };
+    if !spec.variants.is_empty() || spec.sweep_param.is_some() {
+        return Err("[grid] makes the variants and the sweep axis: give neither beside it".into());
+    }
+    if g.num_queues.is_empty() || g.running_cpus.is_empty() {
+        return Err("[grid]: num_queues and running_cpus need at least one value each".into());
+    }
+    let mut variants = Vec::new();
+    for &q in &g.num_queues {
+        for &c in &g.running_cpus {
+            variants.push(Variant {
+                name: cell_name(q, c),
+                backend_args: Vec::new(),
+                builtin_latency_ns: None,
+                value: Some(f64::from(q)),
+                num_queues: Some(q),
+                running_cpus: Some(c),
+            });
+        }
+    }
+    spec.variants = variants;
+    spec.sweep_param = Some(GRID_AXIS.into());
+    Ok(())
+}
+
+impl SuiteSpec {
+    /// Guest CPUs QEMU creates (rule 2).
+    pub fn smp(&self) -> u32 {
+        match (self.smp, self.running_cpus) {
+            (Some(n), _) => n,
+            (None, Some(_)) => self.num_queues,
+            (None, None) => 8,
+        }
+    }
+
+    /// The most request queues the suite's backend serves (rule 5).
+    fn max_queues(&self) -> u32 {
+        match (self.backend, self.device) {
+            (BackendKind::QemuBuiltin, Device::Scsi) => 1022,
+            (BackendKind::QemuBuiltin, Device::Blk) => 1024,
+            (_, Device::Scsi) => 62,
+            (_, Device::Blk) => 64,
+        }
+    }
+
+    /// This suite with `v`'s overrides (rule 1); `smp` and `expect_hctx` follow (rule 2).
+    fn with_overrides(&self, v: &Variant) -> SuiteSpec {
+        let mut s = self.clone();
+        if let Some(q) = v.num_queues {
+            s.num_queues = q;
+        }
+        if v.running_cpus.is_some() {
+            s.running_cpus = v.running_cpus;
+        }
+        if s.running_cpus.is_some() && s.guest.expect_hctx.is_none() {
+            s.guest.expect_hctx = Some(s.num_queues);
+        }
+        s
+    }
+}
+
+impl Suite {
+    /// The cell of variant `v` (rule 1); the suite itself for `None`.
+    pub fn for_variant(&self, v: Option<&str>) -> Result<Suite, SuiteError> {
+        let mut out = self.clone();
+        let Some(name) = v else {
+            if out.spec.running_cpus.is_some() && out.spec.guest.expect_hctx.is_none() {
+                out.spec.guest.expect_hctx = Some(out.spec.num_queues);
+            }
+            return Ok(out);
+        };
+        let var = self.variant(name).ok_or_else(|| SuiteError::Invalid {
+            suite: self.name.clone(),
+            msg: format!("no variant '{name}'"),
+        })?;
+        out.spec = self.spec.with_overrides(var);
+        Ok(out)
+    }
+}
+
+/// Checks the machine shape of the suite and of every variant's cell (rules 2, 3, 5).
+pub fn validate_shape(s: &SuiteSpec) -> Result<(), String> {
+    if s.running_cpus.is_some() && s.smp.is_some() {
+        return Err("smp follows num_queues when running_cpus is set: give one of them".into());
+    }
+    if s.backend_args.iter().any(|a| a == "--num-queues") {
+        return Err("backend_args may not give --num-queues: num_queues is passed on".into());
+    }
+    if s.running_cpus.is_some() && s.cmdline.iter().any(|w| w.starts_with("maxcpus=")) {
+        return Err("cmdline may not give maxcpus= beside running_cpus".into());
+    }
+    check_cell(s, "")?;
+    for v in &s.variants {
+        if v.backend_args.iter().any(|a| a == "--num-queues") {
+            return Err(format!("variant '{}': use num_queues, not --num-queues", v.name));
+        }
+        check_cell(&s.with_overrides(v), &format!("variant '{}': ", v.name))?;
+    }
+    Ok(())
+}
+
+fn check_cell(s: &SuiteSpec, at: &str) -> Result<(), String> {
+    let max = s.max_queues();
+    if !(1..=max).contains(&s.num_queues) {
+        return Err(format!(
+            "{at}num_queues {} not in 1..={max} for {} {}",
+            s.num_queues,
+            s.backend.as_str(),
+            s.device.as_str()
+        ));
+    }
+    let smp = s.smp();
+    if !(1..=MAX_SMP).contains(&smp) {
+        return Err(format!("{at}smp {smp} not in 1..={MAX_SMP}"));
+    }
+    if let Some(k) = s.running_cpus {
+        if !(1..=smp).contains(&k) {
+            return Err(format!("{at}running_cpus {k} not in 1..={smp} (smp)"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> SuiteSpec {
+        toml::from_str(&format!(
+            "steps = [\"verify\"]\ndescription = \"t\"\ndevice = \"scsi\"\nbackend = \"vhost-blk\"\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    fn suite(extra: &str) -> Suite {
+        let mut s = spec(extra);
+        expand_grid(&mut s).unwrap();
+        validate_shape(&s).unwrap();
+        Suite {
+            name: "t".into(),
+            dir: "/nonexistent".into(),
+            spec: s,
+            fio_files: vec![],
+        }
+    }
+
+    #[test]
+    fn smp_follows_the_queues_when_cpus_are_limited() {
+        assert_eq!(spec("").smp(), 8);
+        assert_eq!(spec("smp = 4").smp(), 4);
+        let s = spec("num_queues = 62\nrunning_cpus = 2");
+        assert_eq!(s.smp(), 62);
+        let cell = suite("num_queues = 62\nrunning_cpus = 2")
+            .for_variant(None)
+            .unwrap();
+        assert_eq!(cell.spec.guest.expect_hctx, Some(62));
+        // An explicit expectation is kept.
+        let cell = suite("num_queues = 16\nrunning_cpus = 2\n[guest]\nexpect_hctx = 8")
+            .for_variant(None)
+            .unwrap();
+        assert_eq!(cell.spec.guest.expect_hctx, Some(8));
+    }
+
+    #[test]
+    fn a_grid_expands_into_named_cells_with_their_own_shape() {
+        let s = suite("[grid]\nnum_queues = [8, 62]\nrunning_cpus = [2, 4]");
+        let names: Vec<_> = s.spec.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["q8-c2", "q8-c4", "q62-c2", "q62-c4"]);
+        assert_eq!(s.spec.sweep_param.as_deref(), Some(GRID_AXIS));
+        let c = s.for_variant(Some("q62-c4")).unwrap();
+        assert_eq!(
+            (c.spec.num_queues, c.spec.running_cpus, c.spec.smp()),
+            (62, Some(4), 62)
+        );
+        assert_eq!(c.spec.guest.expect_hctx, Some(62));
+        assert_eq!(s.variant("q8-c2").and_then(|v| v.value), Some(8.0));
+        assert!(s.for_variant(Some("q9-c2")).is_err());
+    }
+
+    #[test]
+    fn shapes_beyond_the_stack_are_refused() {
+        for (extra, needle) in [
+            ("num_queues = 63", "1..=62"),
+            ("num_queues = 0", "1..=62"),
+            ("running_cpus = 2\nsmp = 8", "give one of them"),
+            ("running_cpus = 9", "running_cpus 9 not in 1..=8"),
+            ("backend_args = [\"--num-queues\", \"8\"]", "--num-queues"),
+            ("running_cpus = 2\ncmdline = [\"maxcpus=4\"]", "maxcpus"),
+            ("smp = 256", "smp 256"),
+            ("[grid]\nnum_queues = [8, 64]\nrunning_cpus = [2]", "q64-c2"),
+            ("[grid]\nnum_queues = []\nrunning_cpus = [2]", "at least one"),
+            (
+                "sweep_param = \"x\"\n[grid]\nnum_queues = [8]\nrunning_cpus = [2]",
+                "neither",
+            ),
+        ] {
+            let mut s = spec(extra);
+            let e = expand_grid(&mut s)
+                .and_then(|()| validate_shape(&s))
+                .unwrap_err();
+            assert!(e.contains(needle), "{extra}: {e}");
+        }
+        // The built-in device reaches the series' 120 queues.
+        let mut s = spec("num_queues = 120\nrunning_cpus = 2");
+        s.backend = BackendKind::QemuBuiltin;
+        assert!(validate_shape(&s).is_ok());
+        assert_eq!(s.smp(), 120);
+    }
+}
