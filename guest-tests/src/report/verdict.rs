@@ -93,6 +93,16 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
                     p.unit
                 ));
             }
+            _ if higher_is_better(&p.metric) && p.base.mean > 0.0 => out.push_str(&format!(
+                "**{o} gives {}x the {} of {b}**: `{}` {b} {} -> {o} {} {}; {}; {n}{word}.\n\n",
+                fmt_num(p.other.mean / p.base.mean),
+                p.unit,
+                p.metric,
+                pm(&p.base),
+                pm(&p.other),
+                p.unit,
+                p_of(p)
+            )),
             _ => out.push_str(&format!(
                 "**`{}`: {b} {} -> {o} {} {}**; {}; {n}{word}.\n\n",
                 p.metric,
@@ -193,22 +203,36 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
 /// The secondary metric's sentence: a lock metric as "N x less", anything else (throughput) as
 /// the other kernel's multiple of the baseline.
 fn secondary_text(s: &VerdictRow, b: &str, o: &str) -> String {
-    let lock = s.metric.ends_with(".lockwait_ms_per_kio");
-    let ratio = if lock {
-        (s.other.mean != 0.0).then(|| format!(" ({}x less)", fmt_num(s.base.mean / s.other.mean)))
-    } else {
+    let ratio = if higher_is_better(&s.metric) {
         (s.base.mean != 0.0).then(|| format!(" ({o}: {}x {b}'s)", fmt_num(s.other.mean / s.base.mean)))
+    } else if s.other.mean == 0.0 && s.other.max == 0.0 {
+        Some(format!(" (0 in every {o} boot)")).filter(|_| s.base.mean > 0.0)
+    } else {
+        (s.other.mean != 0.0).then(|| format!(" ({}x less)", fmt_num(s.base.mean / s.other.mean)))
+    };
+    let what = if s.metric.ends_with(".lockwait_ms_per_kio") {
+        " (all lock sites)"
+    } else if s.metric.ends_with(".qlock_wait_ms_per_kio") {
+        " (the request irq threads' queue_lock wait)"
+    } else {
+        ""
     };
     format!(
         "Secondary metric `{}`{}: {b} {} -> {o} {} {}{}; {}.\n\n",
         s.metric,
-        if lock { " (all lock sites)" } else { "" },
+        what,
         pm(&s.base),
         pm(&s.other),
         s.unit,
         ratio.unwrap_or_default(),
         p_of(s)
     )
+}
+
+/// True when the registry says more of `metric` is better (throughput).
+fn higher_is_better(metric: &str) -> bool {
+    crate::metrics::registry::find(metric)
+        .is_some_and(|r| r.def.better == crate::metrics::registry::Better::Higher)
 }
 
 /// How faithful the runs were (compare::verdict rule 4), in words.
