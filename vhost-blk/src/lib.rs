@@ -12,15 +12,14 @@
 //! - [`config`]: command line and settings file, validated into a `Config`;
 //! - [`daemon`]: the socket, signals and connections; `main` runs it.
 //!
-//! [`frontend`] is an in-process vhost-user frontend for the tests and `vhost-blk-bench`; it
-//! uses nothing of the backend.
+//! The in-process vhost-user frontend of the tests and `vhost-blk-bench` is a crate of its own
+//! (`vhost-blk-frontend`), not part of this library.
 
 pub mod blk;
 pub mod completion;
 pub mod config;
 pub mod daemon;
 pub mod device;
-pub mod frontend;
 pub mod scsi;
 pub mod stats;
 pub mod storage;

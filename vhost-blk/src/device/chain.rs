@@ -92,28 +92,19 @@ pub enum ChainError {
     Empty,
 }
 
-/// One host-mapped piece of guest memory (a descriptor, or the part of it inside one region).
-#[derive(Debug, Clone, Copy)]
-struct Piece<'m> {
-    slice: VolatileSlice<'m>,
-    gpa: u64,
-}
-
 /// Pieces kept inline per direction before spilling to the heap: a typical request has one or
 /// two of each (header; data and status), so the hot path never allocates.
 pub const INLINE_PIECES: usize = 4;
 
-/// The pieces of one direction of a chain.
-type Pieces<'m> = SmallVec<[Piece<'m>; INLINE_PIECES]>;
-
-/// Guest memory for vectored storage I/O, inline for the common short chains.
+/// Guest memory for vectored storage I/O, inline for the common short chains: the pieces of
+/// one direction of a chain (a descriptor, or the part of it inside one memory region, each).
 pub type GuestSlices<'m> = SmallVec<[VolatileSlice<'m>; INLINE_PIECES]>;
 
 /// Validated buffers of a chain. Lives no longer than the guest-memory guard it came from.
 #[derive(Debug)]
 pub struct GuestBufs<'m> {
-    readable: Pieces<'m>,
-    writable: Pieces<'m>,
+    readable: GuestSlices<'m>,
+    writable: GuestSlices<'m>,
     readable_len: usize,
     writable_len: usize,
 }
@@ -135,8 +126,8 @@ impl<'m> GuestBufs<'m> {
         max_descs: usize,
     ) -> Result<Self, ChainError> {
         let mut bufs = GuestBufs {
-            readable: Pieces::new(),
-            writable: Pieces::new(),
+            readable: GuestSlices::new(),
+            writable: GuestSlices::new(),
             readable_len: 0,
             writable_len: 0,
         };
@@ -178,22 +169,24 @@ impl<'m> GuestBufs<'m> {
         } else {
             (&mut self.readable, &mut self.readable_len)
         };
-        let mut gpa = d.addr;
         for slice in mem.get_slices(GuestAddress(d.addr), d.len as usize) {
-            let slice = slice.map_err(|_| bad())?;
-            pieces.push(Piece { slice, gpa });
-            gpa += slice.len() as u64;
+            pieces.push(slice.map_err(|_| bad())?);
         }
         *len += d.len as usize;
         Ok(())
     }
 
+    /// Rule 2's overlap check, on host addresses (each region is mapped once, so this is the
+    /// guest-address check, and it also sees two guest ranges that share host memory).
     fn check_overlap(&self) -> Result<(), ChainError> {
         if self.writable.is_empty() {
             return Ok(());
         }
-        let span = |p: &Piece<'_>, w: bool| (p.gpa, p.gpa + p.slice.len() as u64, w);
-        let mut all: SmallVec<[(u64, u64, bool); 2 * INLINE_PIECES]> = self
+        let span = |p: &VolatileSlice<'_>, w: bool| {
+            let start = p.ptr_guard().as_ptr() as usize;
+            (start, start.saturating_add(p.len()), w)
+        };
+        let mut all: SmallVec<[(usize, usize, bool); 2 * INLINE_PIECES]> = self
             .readable
             .iter()
             .map(|p| span(p, false))
@@ -202,7 +195,7 @@ impl<'m> GuestBufs<'m> {
         all.sort_unstable();
         // Any writable range that overlaps its neighbour (or a readable range overlapping a
         // writable one) is refused; readable ranges may overlap each other.
-        let mut max_end = 0u64;
+        let mut max_end = 0usize;
         let mut max_end_writable = false;
         for (i, &(start, end, w)) in all.iter().enumerate() {
             if i > 0 && start < max_end && (w || max_end_writable) {
@@ -274,7 +267,7 @@ impl<'m> GuestBufs<'m> {
 
     /// Sub-slices of `pieces` covering `[offset, offset+len)`, each with its position relative
     /// to `offset`. Stops at the end of the pieces.
-    fn ranges<'p>(pieces: &'p [Piece<'m>], offset: usize, len: usize) -> Ranges<'p, 'm> {
+    fn ranges<'p>(pieces: &'p [VolatileSlice<'m>], offset: usize, len: usize) -> Ranges<'p, 'm> {
         Ranges {
             pieces: pieces.iter(),
             skip: offset,
@@ -303,7 +296,7 @@ impl<'m> GuestBufs<'m> {
 
 /// Iterator behind [`GuestBufs::ranges`]: walks the pieces without collecting them.
 struct Ranges<'p, 'm> {
-    pieces: std::slice::Iter<'p, Piece<'m>>,
+    pieces: std::slice::Iter<'p, VolatileSlice<'m>>,
     skip: usize,
     left: usize,
     pos: usize,
@@ -315,14 +308,14 @@ impl<'m> Iterator for Ranges<'_, 'm> {
     fn next(&mut self) -> Option<Self::Item> {
         while self.left > 0 {
             let p = self.pieces.next()?;
-            let plen = p.slice.len();
+            let plen = p.len();
             if self.skip >= plen {
                 self.skip -= plen;
                 continue;
             }
             let n = (plen - self.skip).min(self.left);
             // In bounds: skip < plen and n <= plen - skip, so this never fails.
-            let s = p.slice.subslice(self.skip, n).ok()?;
+            let s = p.subslice(self.skip, n).ok()?;
             let at = self.pos;
             self.pos += n;
             self.left -= n;

@@ -264,7 +264,7 @@ type VectoredOp =
 /// error: the caller checked the range, so it means the file shrank under us.
 fn transfer(
     fd: libc::c_int,
-    mut iov: Iovecs,
+    iov: &mut [libc::iovec],
     mut offset: u64,
     op: VectoredOp,
 ) -> std::io::Result<()> {
@@ -290,7 +290,7 @@ fn transfer(
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
         }
         offset += r as u64;
-        first = advance(&mut iov, r as usize, first);
+        first = advance(iov, r as usize, first);
     }
     Ok(())
 }
@@ -306,11 +306,16 @@ impl Storage for FileStorage {
 
     fn read_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
         check_range(offset, iov_len(bufs), self.size)?;
-        let iov = iovecs(bufs);
+        let mut iov = iovecs(bufs);
         if !self.direct_ok(&iov, offset) {
             return self.bounce_read(bufs, offset);
         }
-        Ok(transfer(self.file.as_raw_fd(), iov, offset, libc::preadv)?)
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            libc::preadv,
+        )?)
     }
 
     fn write_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
@@ -319,7 +324,7 @@ impl Storage for FileStorage {
         }
         let len = iov_len(bufs);
         check_range(offset, len, self.size)?;
-        let iov = iovecs(bufs);
+        let mut iov = iovecs(bufs);
         if !self.direct_ok(&iov, offset) {
             return self.bounce_write(offset, len as usize, |mut dst| {
                 for b in bufs {
@@ -328,7 +333,12 @@ impl Storage for FileStorage {
                 }
             });
         }
-        Ok(transfer(self.file.as_raw_fd(), iov, offset, pwritev_ffi)?)
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            pwritev_ffi,
+        )?)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError> {
@@ -337,7 +347,7 @@ impl Storage for FileStorage {
         }
         check_range(offset, buf.len() as u64, self.size)?;
         // pwritev only reads through the pointer; the cast satisfies the shared iovec type.
-        let iov: Iovecs = std::iter::once(libc::iovec {
+        let mut iov: Iovecs = std::iter::once(libc::iovec {
             iov_base: buf.as_ptr().cast_mut().cast(),
             iov_len: buf.len(),
         })
@@ -346,7 +356,12 @@ impl Storage for FileStorage {
         if !self.direct_ok(&iov, offset) {
             return self.bounce_write(offset, buf.len(), |dst| dst.copy_from_slice(buf));
         }
-        Ok(transfer(self.file.as_raw_fd(), iov, offset, pwritev_ffi)?)
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            pwritev_ffi,
+        )?)
     }
 
     fn flush(&self) -> Result<(), StorageError> {
