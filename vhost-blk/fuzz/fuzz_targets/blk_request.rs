@@ -7,8 +7,8 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use vhost_blk::blk::{BlkOptions, BlkPersonality, SIZE_MAX};
-use vhost_blk::device::{guest_bufs, ChainLimits, Outcome, Personality};
+use vhost_blk::blk::{BlkOptions, BlkPersonality};
+use vhost_blk::device::{guest_bufs, Outcome, Personality};
 use vhost_blk::storage::{FileStorage, Storage};
 use vhost_blk_fuzz::*;
 
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(chain) = pop_chain(&mem, &mut input) else {
         return;
     };
-    let limits = ChainLimits::new(QUEUE_SIZE, SIZE_MAX);
+    let limits = any_chain();
     let writable_len = guest_bufs(&chain, &limits).map_or(0, |b| b.writable_len());
     let writable = writable_ranges(&chain);
     let before = snapshot(&mem);

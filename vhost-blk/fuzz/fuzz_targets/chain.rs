@@ -11,9 +11,12 @@ use vhost_blk::device::chain::Desc;
 use vhost_blk::device::{guest_bufs, ChainLimits, GuestBufs};
 use vhost_blk_fuzz::*;
 
+fn sum(s: &[vm_memory::VolatileSlice<'_>]) -> usize {
+    s.iter().map(|s| s.len()).sum()
+}
+
 fn exercise(bufs: &GuestBufs<'_>, input: &mut Input<'_>) {
     let (r, w) = (bufs.readable_len(), bufs.writable_len());
-    let sum = |s: &[vm_memory::VolatileSlice<'_>]| s.iter().map(|s| s.len()).sum::<usize>();
     assert_eq!(sum(&bufs.readable_slices(0)), r);
     assert_eq!(sum(&bufs.writable_slices(0, usize::MAX)), w);
     for _ in 0..4 {

@@ -8,9 +8,9 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use vhost_blk::device::{guest_bufs, ChainLimits, Outcome, Personality};
+use vhost_blk::device::{guest_bufs, Outcome, Personality};
 use vhost_blk::scsi::config_space::{CDB_SIZE_OFFSET, SENSE_SIZE_OFFSET};
-use vhost_blk::scsi::emulation::{Topology, MAX_TRANSFER_BYTES};
+use vhost_blk::scsi::emulation::Topology;
 use vhost_blk::scsi::topology::compact::parse_topology;
 use vhost_blk::scsi::{ScsiOptions, ScsiPersonality};
 use vhost_blk_fuzz::*;
@@ -18,7 +18,7 @@ use vhost_blk_fuzz::*;
 fn personality() -> &'static ScsiPersonality {
     static P: OnceLock<ScsiPersonality> = OnceLock::new();
     P.get_or_init(|| {
-        let cfg = parse_topology("0:0=mem:1M,0:1=null:1M,2:0=mem:64K,max_target=3").expect("topology");
+        let cfg = parse_topology("0:0=mem:1M,0:1=null:1M,2:0=null:1M,max_target=3").expect("topology");
         let t = Topology::from_config(&cfg).expect("topology");
         let opts = ScsiOptions {
             num_queues: 1,
@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(chain) = pop_chain(&mem, &mut input) else {
         return;
     };
-    let limits = ChainLimits::new(QUEUE_SIZE, MAX_TRANSFER_BYTES as u32);
+    let limits = any_chain();
     let writable_len = guest_bufs(&chain, &limits).map_or(0, |b| b.writable_len());
     let writable = writable_ranges(&chain);
     let before = snapshot(&mem);

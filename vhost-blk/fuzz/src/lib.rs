@@ -13,7 +13,7 @@ use virtio_queue::mock::MockSplitQueue;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-use vhost_blk::device::Chain;
+use vhost_blk::device::{Chain, ChainLimits};
 
 /// Descriptors in the ring.
 pub const QUEUE_SIZE: u16 = 16;
@@ -68,6 +68,16 @@ pub fn guest_memory() -> GuestMemoryMmap<()> {
         (GuestAddress(0x20000), 0x10000),
     ])
     .expect("two small anonymous mappings")
+}
+
+/// Limits no chain exceeds: what a personality accepted, `guest_bufs` with these accepts too
+/// (for the writable length a completion may report).
+pub fn any_chain() -> ChainLimits {
+    ChainLimits {
+        seg_max: u32::MAX,
+        max_bytes: u64::MAX,
+        max_descs: usize::MAX,
+    }
 }
 
 /// A copy of all of guest RAM.

@@ -162,10 +162,10 @@ fn parse_table(args: &str) -> Result<Distribution, DistributionError> {
             points.push((0.0, ns));
             continue;
         }
+        let &(last_q, last_ns) = points.last().unwrap_or(&(0.0, 0));
         if points.is_empty() {
             points.push((0.0, 0));
         }
-        let &(last_q, last_ns) = points.last().expect("non-empty");
         if q <= last_q || ns < last_ns {
             return Err(DistributionError::TableNotMonotone(part.to_string()));
         }

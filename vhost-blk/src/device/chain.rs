@@ -22,9 +22,15 @@
 //! and a `Vec` per call), check neither overlap nor limits, and offer the data only as
 //! `io::Read`/`io::Write` (a copy) rather than as slices for `preadv`/`pwritev`.
 
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use smallvec::SmallVec;
+use std::mem::size_of;
 use virtio_queue::DescriptorChain;
-use vm_memory::{ByteValued, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice};
+
+use vm_memory::{
+    ByteValued, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice,
+};
 
 /// Guest memory as the backend maps it (no dirty-page bitmap).
 pub type GuestMemoryMmapT = GuestMemoryMmap<()>;
@@ -146,34 +152,29 @@ impl<'m> GuestBufs<'m> {
             if total > max_bytes {
                 return Err(ChainError::TooLong(total));
             }
-            bufs.push(mem, d)?;
+            let bad = || ChainError::BadAddress {
+                addr: d.addr,
+                len: d.len,
+            };
+            if d.addr.checked_add(u64::from(d.len)).is_none() {
+                return Err(bad());
+            }
+            // One piece per guest-memory region the descriptor spans.
+            let (pieces, len) = if d.writable {
+                (&mut bufs.writable, &mut bufs.writable_len)
+            } else {
+                (&mut bufs.readable, &mut bufs.readable_len)
+            };
+            for slice in mem.get_slices(GuestAddress(d.addr), d.len as usize) {
+                pieces.push(slice.map_err(|_| bad())?);
+            }
+            *len += d.len as usize;
         }
         if bufs.readable.is_empty() && bufs.writable.is_empty() {
             return Err(ChainError::Empty);
         }
         bufs.check_overlap()?;
         Ok(bufs)
-    }
-
-    /// Adds descriptor `d`, one piece per guest-memory region it spans.
-    fn push(&mut self, mem: &'m GuestMemoryMmapT, d: Desc) -> Result<(), ChainError> {
-        let bad = || ChainError::BadAddress {
-            addr: d.addr,
-            len: d.len,
-        };
-        if d.addr.checked_add(u64::from(d.len)).is_none() {
-            return Err(bad());
-        }
-        let (pieces, len) = if d.writable {
-            (&mut self.writable, &mut self.writable_len)
-        } else {
-            (&mut self.readable, &mut self.readable_len)
-        };
-        for slice in mem.get_slices(GuestAddress(d.addr), d.len as usize) {
-            pieces.push(slice.map_err(|_| bad())?);
-        }
-        *len += d.len as usize;
-        Ok(())
     }
 
     /// Rule 2's overlap check, on host addresses (each region is mapped once, so this is the
@@ -256,13 +257,35 @@ impl<'m> GuestBufs<'m> {
     /// The readable object of type `T` at `offset` (a copy), or `None` if the readable part is
     /// too short.
     pub fn read_obj<T: ByteValued + Default>(&self, offset: usize) -> Option<T> {
+        // The usual case, one piece holds it all: one volatile load of `T`.
+        if let Some(s) = Self::one_piece(&self.readable, offset, size_of::<T>()) {
+            if let Ok(r) = s.get_ref::<T>(0) {
+                return Some(r.load());
+            }
+        }
         let mut v = T::default();
         self.read_readable(offset, v.as_mut_slice()).then_some(v)
     }
 
     /// Writes `v` into the writable part at `offset`. Returns false if it does not fit.
     pub fn write_obj<T: ByteValued>(&self, offset: usize, v: &T) -> bool {
+        if let Some(s) = Self::one_piece(&self.writable, offset, size_of::<T>()) {
+            if let Ok(r) = s.get_ref::<T>(0) {
+                r.store(*v);
+                return true;
+            }
+        }
         self.write_writable(offset, v.as_slice())
+    }
+
+    /// `[offset, offset + len)` of `pieces` when one piece holds all of it.
+    fn one_piece(
+        pieces: &[VolatileSlice<'m>],
+        offset: usize,
+        len: usize,
+    ) -> Option<VolatileSlice<'m>> {
+        let (s, _) = Self::ranges(pieces, offset, len).next()?;
+        (s.len() == len).then_some(s)
     }
 
     /// Sub-slices of `pieces` covering `[offset, offset+len)`, each with its position relative

@@ -1,21 +1,22 @@
 //! Null storage: reads return zeros (or, untouched, leave the buffers as they are), writes are
 //! accepted and dropped.
 
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use super::{check_range, iov_len, IoBuf, Storage, StorageError};
 
-/// The source of the zero fill: copied into the buffers with vm-memory's volatile copy.
-static ZEROS: [u8; 4096] = [0; 4096];
-
-/// Zeroes `buf`, a page of zeros at a time.
+/// Zeroes `buf` with one `memset`, the fill a null device's read does.
 fn zero(buf: &IoBuf<'_>) {
-    let mut at = 0;
-    while at < buf.len() {
-        let n = (buf.len() - at).min(ZEROS.len());
-        if let Ok(part) = buf.subslice(at, n) {
-            part.copy_from(&ZEROS);
-        }
-        at += n;
-    }
+    let guard = buf.ptr_guard_mut();
+    // SAFETY: a VolatileSlice is valid for writes of its length for as long as it lives (the
+    // contract of its constructors), and `buf` lives across this call; the pointer guard holds
+    // nothing to keep alive (vm-memory without `xen`, see storage/file.rs). `write_bytes` writes
+    // exactly `buf.len()` bytes through the raw pointer and makes no Rust reference to them: the
+    // same kind of access as vm-memory's own copies into a VolatileSlice of more than 8 bytes
+    // (`ptr::copy_nonoverlapping`). A copy from a page of zeros instead (`copy_from`) reads
+    // 4 KiB for every 4 KiB written and cost 9-13 % of ops per backend CPU-second on null
+    // storage (ci/bench-ab.sh).
+    unsafe { std::ptr::write_bytes(guard.as_ptr(), 0, buf.len()) };
 }
 
 /// A device of a given size that stores nothing.
