@@ -11,7 +11,7 @@
 # Prints one line per target: executions, coverage (cov and ft of libFuzzer's last stats
 # line), crashes, hangs (inputs over -timeout, TIMEOUT s), leaks (-detect_leaks=1), and exits 1
 # if any target found a crash, a hang, a leak or an out-of-memory. Findings are kept under
-# OUT (target/fuzz/<mode>): the input that failed (crash-*, timeout-*, leak-*, oom-*) and the
+# OUT (target/fuzz/<mode>; the table also in OUT/summary.txt): the input that failed (crash-*, timeout-*, leak-*, oom-*) and the
 # target's log; a finding becomes a unit test and a fix. The working corpus grows under OUT,
 # never in the committed seeds. Run it under the CPU lock on the shared host.
 set -euo pipefail
@@ -78,7 +78,7 @@ for t in "${TARGETS[@]}"; do
 done
 for p in "${pids[@]}"; do wait "$p"; done
 
-python3 - "$OUT" "${TARGETS[@]}" <<'PY'
+python3 - "$OUT" "${TARGETS[@]}" <<'PY' | tee "$OUT/summary.txt"
 import os, re, sys
 out, targets = sys.argv[1], sys.argv[2:]
 bad = 0

@@ -43,8 +43,9 @@ fuzz_target!(|data: &[u8]| {
         writable = writable_ranges(&chain);
         before = snapshot(&mem);
         let limits = ChainLimits::new(QUEUE_SIZE, input.u32());
-        if let Some(bufs) = guest_bufs(&chain, &limits) {
-            exercise(&bufs, &mut input);
+        let bufs = guest_bufs(&chain, &limits);
+        if let Some(bufs) = &bufs {
+            exercise(bufs, &mut input);
         }
     } else {
         let n = input.u8() % 12;
