@@ -7,15 +7,12 @@
 //! requests: the personality turns a descriptor chain into an [`Outcome`], and the queue's
 //! completion path decides when the used entry is published and the guest is interrupted.
 //!
-//! A worker that serves several queues (virtio-scsi: the control queue, the event queue and the
-//! first request queue share worker 0; any device with fewer `--threads` than queues) gives
-//! each of them its turn: a queue that still has work after one batch, or whose driver queued
-//! more while the worker looked, does not keep the worker. It notifies its own "resume" eventfd
-//! and returns to the epoll loop, which serves the other ready queues (and timers) first and
-//! then calls it again. Without that, a driver keeping one request queue busy starves the
-//! queues beside it: their kicks wait in the epoll loop's ready list, unprocessed, so a task
-//! management function is not answered and event-queue buffers are not taken (a
-//! GET_VRING_BASE then reports them unconsumed).
+//! A worker serving several queues (virtio-scsi's control, event and first request queue share
+//! worker 0; any device with fewer `--threads` than queues) gives each its turn: a queue with
+//! work left after one batch notifies its own "resume" eventfd and returns to the epoll loop,
+//! which serves the other ready queues (and timers) first. Without that, one busy request
+//! queue starves the queues beside it: a task management function goes unanswered and
+//! event-queue buffers are not taken (GET_VRING_BASE then reports them unconsumed).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -268,11 +265,9 @@ impl<P: Personality> DeviceBackend<P> {
         }
     }
 
-    /// Drains vring `q`: pops every available chain, has the personality handle it, and hands
-    /// the completions to the queue's completion path ([`Self::drain`]), then decides whether
-    /// to drain again or leave ([`Self::after_drain`]) until the ring stays empty with
-    /// notifications on, or the queue passes its turn (`shared`: the worker serves other
-    /// queues too; see the module documentation).
+    /// Drains vring `q` ([`Self::drain`]) and decides whether to drain again
+    /// ([`Self::after_drain`]) until the ring stays empty with notifications on, or the queue
+    /// passes its turn (`shared`: the worker serves other queues too; module documentation).
     fn process_queue(&self, q: usize, vring: &Vring, shared: bool) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
@@ -304,9 +299,8 @@ impl<P: Personality> DeviceBackend<P> {
         }
     }
 
-    /// Pops chains [`BATCH`] at a time under one lock of the vring, handles them and publishes
-    /// each batch before the next is popped, until the ring is empty (`shared`: after one
-    /// batch). Whether any chain was handled.
+    /// Pops chains [`BATCH`] at a time under one vring lock, handles and publishes each batch,
+    /// until the ring is empty (`shared`: after one batch). Whether any chain was handled.
     fn drain(&self, t: &Turn<'_>, state: &mut QueueState) -> bool {
         let Turn {
             q,
@@ -339,23 +333,18 @@ impl<P: Personality> DeviceBackend<P> {
             }
             state.publish(event_idx, || avail_pending(vring, mem));
             if shared {
-                // One batch per turn; what the driver queued meanwhile is looked at after.
-                return true;
+                return true; // one batch per turn
             }
         }
     }
 
-    /// After a drain: drain again or leave (sleep in the epoll loop, or pass the turn).
-    ///
-    /// Before sleeping (re-enabling notifications, returning to epoll), the worker yields the
-    /// CPU once: on a busy host the driver's thread is often runnable, half-way through
-    /// queueing the requests whose first kick woke us. Finding them now saves a sleep, a
-    /// wake-up and a kick read per handful of requests. Only when nothing is held for a timer,
-    /// so that the completion model's deadlines are never delayed by it. The queue's lock is
-    /// let go meanwhile (hence the guard goes in and out): the control thread (ring stop, a
-    /// virtio-scsi task management function) must not wait for a time slice of some other
-    /// thread. A shared worker leaves after one batch: if there is more, it is the next turn's
-    /// (only after progress: a ring that yields nothing must not come back forever).
+    /// After a drain: drain again or leave (sleep in epoll, or pass the turn). Before sleeping
+    /// the worker yields the CPU once (the driver's thread, often runnable half-way through
+    /// queueing more, finishes: a sleep, a wake-up and a kick read saved), only when no timer
+    /// deadline is pending, and with the queue's lock let go (hence the guard goes in and
+    /// out): the control thread must not wait for another thread's time slice. A shared worker
+    /// leaves after one batch with work left, only after progress (a ring that yields nothing
+    /// must not come back forever).
     fn after_drain<'s>(
         &'s self,
         t: &Turn<'_>,
@@ -392,8 +381,7 @@ impl<P: Personality> DeviceBackend<P> {
         (state, after)
     }
 
-    /// There is more work: drain again, or (`pass`) pass the turn, unless the resume eventfd
-    /// could not be written.
+    /// More work: drain again, or (`pass`) pass the turn unless the resume eventfd fails.
     fn again_or_pass(&self, q: usize, pass: bool) -> After {
         if pass && self.pass_turn(q) {
             After::Leave
@@ -403,8 +391,7 @@ impl<P: Personality> DeviceBackend<P> {
     }
 }
 
-/// One call of [`DeviceBackend::process_queue`]: the queue, its ring, the guest memory loaded
-/// for it, whether the worker serves other queues too, whether event indices are on.
+/// One call of [`DeviceBackend::process_queue`]: queue, ring, guest memory, shared, event_idx.
 #[derive(Clone, Copy)]
 struct Turn<'a> {
     q: usize,
@@ -419,7 +406,7 @@ struct Turn<'a> {
 enum After {
     /// Drain again.
     Drain,
-    /// Return to the epoll loop (asleep until a kick, or to come back at its next turn).
+    /// Back to the epoll loop (asleep until a kick, or until its next turn).
     Leave,
 }
 
@@ -571,8 +558,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
 }
 
 impl<P: Personality> DeviceBackend<P> {
-    /// Registers each queue's completion timer and resume eventfd with the epoll loop of the
-    /// worker serving it.
+    /// Registers each queue's completion timer and resume eventfd with its worker's epoll loop.
     pub fn register_listeners(
         &self,
         handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
@@ -593,9 +579,8 @@ impl<P: Personality> DeviceBackend<P> {
         Ok(())
     }
 
-    /// Publishes what every request queue other than `except` holds. Called with the lock of
-    /// `except` held: request-queue workers only ever lock their own queue, so this cannot
-    /// deadlock; it waits at most for a worker to finish draining its ring.
+    /// Publishes what every request queue but `except` holds (with `except`'s lock held: the
+    /// workers lock only their own queue, so this waits at most for one drain, never deadlocks).
     fn flush_request_queues(&self, except: usize, event_idx: bool) {
         let first = self.personality.first_request_queue();
         for (r, q) in self.queues.iter().enumerate().skip(first) {
