@@ -3,6 +3,7 @@
 # ci/syscalls-per-request.sh, ci/profile-backend.sh). Source it; it defines:
 #
 #   start_backend LOG SOCKET ours ARGS...              our release vhost-blk, ARGS after --socket-path
+#                                                      (VB_BACKEND_BIN: another vhost-blk binary)
 #   start_backend LOG SOCKET qsd QUEUES LATENCY_NS     qemu-storage-daemon (ci/qsd-null.sh)
 #       Starts it in the background with its output in LOG, sets BACKEND_PID, appends it to
 #       BACKEND_PIDS (for the caller's exit trap), and waits up to 5 s for SOCKET: returns 1 with
@@ -30,7 +31,8 @@ start_backend() {
     case $kind in
     ours)
         RUST_LOG=warn ${BACKEND_PREFIX[@]+"${BACKEND_PREFIX[@]}"} \
-            "$BACKEND_LIB_ROOT/target/release/vhost-blk" --socket-path "$sock" "$@" >"$log" 2>&1 &
+            "${VB_BACKEND_BIN:-$BACKEND_LIB_ROOT/target/release/vhost-blk}" --socket-path "$sock" "$@" \
+            >"$log" 2>&1 &
         ;;
     qsd)
         ${BACKEND_PREFIX[@]+"${BACKEND_PREFIX[@]}"} "$BACKEND_LIB_ROOT/ci/qsd-null.sh" "$sock" "$@" \

@@ -52,4 +52,11 @@ step "every committed experiment rebuilds to the same report.md"
 ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"
 cargo test -p guest-tests --lib the_real_initramfs_is_bit_identical_across_builds -- --ignored
+# Every fuzz target of vhost-blk/fuzz for 60 s from its seeds, two at a time (installs the
+# nightly toolchain and cargo-fuzz if missing); a crash, hang or leak fails the run.
+# VB_FUZZ_SMOKE=0 leaves it out.
+if [ "${VB_FUZZ_SMOKE:-1}" = 1 ]; then
+    step "fuzz smoke (ci/fuzz.sh smoke)"
+    ci/fuzz.sh smoke
+fi
 step "done"

@@ -6,11 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::{file_bytes, pattern, Backend};
-use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, QueueHandle};
+use vhost_blk_frontend::{BlkRequest, ConnectOptions, Connection, QueueHandle};
 
 const T: Duration = Duration::from_secs(10);
 
-fn run_one(q: &mut QueueHandle, req: &BlkRequest) -> vhost_blk::frontend::BlkResult {
+fn run_one(q: &mut QueueHandle, req: &BlkRequest) -> vhost_blk_frontend::BlkResult {
     let head = q.submit(&req.bufs()).unwrap();
     let used = q.wait(T).unwrap();
     assert_eq!(used.len(), 1);

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::Backend;
-use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection, GuestRam, QueueHandle, RawDesc};
+use vhost_blk_frontend::{BlkRequest, ConnectOptions, Connection, GuestRam, QueueHandle, RawDesc};
 
 const NEXT: u16 = 1;
 const WRITE: u16 = 2;
@@ -439,7 +439,7 @@ fn run_case(q: &mut QueueHandle, ram: &GuestRam, a: &Area, case: &Case) {
         },
     )) {
         Ok(u) => u,
-        Err(vhost_blk::frontend::FrontendError::Timeout) => vec![],
+        Err(vhost_blk_frontend::FrontendError::Timeout) => vec![],
         Err(e) => panic!("{}: {e}", case.name),
     };
     let mut st = [0u8; 1];

@@ -97,9 +97,9 @@ fn a_live_socket_is_not_stolen_and_a_stale_one_is_replaced() {
     let stale = dir.path().join("vhost.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
     let b2 = Backend::start_in(dir, &["--null", "1G"]);
-    assert!(vhost_blk::frontend::Connection::connect(
+    assert!(vhost_blk_frontend::Connection::connect(
         &b2.socket,
-        &vhost_blk::frontend::ConnectOptions::default()
+        &vhost_blk_frontend::ConnectOptions::default()
     )
     .is_ok());
 }
@@ -110,11 +110,11 @@ fn same_settings_from_a_toml_file() {
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, "mem = \"8M\"\nnum_queues = 3\nserial = \"TOML\"\n").unwrap();
     let b = Backend::start(&["--config", cfg.to_str().unwrap()]);
-    let opts = vhost_blk::frontend::ConnectOptions {
+    let opts = vhost_blk_frontend::ConnectOptions {
         num_queues: 3,
         ..Default::default()
     };
-    let mut conn = vhost_blk::frontend::Connection::connect(&b.socket, &opts).unwrap();
+    let mut conn = vhost_blk_frontend::Connection::connect(&b.socket, &opts).unwrap();
     let cfg = conn.config(0, 60).unwrap();
     assert_eq!(u16::from_le_bytes(cfg[34..36].try_into().unwrap()), 3);
     assert_eq!(

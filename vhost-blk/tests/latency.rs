@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Backend;
-use vhost_blk::frontend::{BlkRequest, ConnectOptions, Connection};
+use vhost_blk_frontend::{BlkRequest, ConnectOptions, Connection};
 
 #[test]
 fn msix_latency_delays_the_interrupt_and_is_reported() {

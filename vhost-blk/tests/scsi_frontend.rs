@@ -8,11 +8,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{file_bytes, pattern, Backend};
-use vhost_blk::frontend::scsi::{
+use vhost_blk_frontend::scsi::{
     lun_address, response, tmf, DataDir, CHECK_CONDITION, CMD_REQ_LEN, CMD_RESP_LEN, CONTROL_QUEUE,
     EVENT_QUEUE, FIRST_REQUEST_QUEUE, GOOD,
 };
-use vhost_blk::frontend::{
+use vhost_blk_frontend::{
     scsi_connect_options, Buf, ConnectOptions, Connection, GuestRam, QueueHandle, RawDesc,
     ScsiCtrl, ScsiRequest, ScsiResult,
 };
@@ -433,7 +433,7 @@ fn header(lun: [u8; 8], cdb: &[u8]) -> Vec<u8> {
 }
 
 fn malformed_cases(req: u64, resp: u64, data: u64, ram_size: u64) -> Vec<MCase> {
-    use vhost_blk::frontend::scsi::rw_cdb;
+    use vhost_blk_frontend::scsi::rw_cdb;
     use Expect::*;
     let l00 = lun_address(0, 0);
     let c = |name, header, descs, expect| MCase {
@@ -654,7 +654,7 @@ fn run_malformed(q: &mut QueueHandle, ram: &GuestRam, (req, resp): (u64, u64), c
     };
     let used = match q.wait(wait) {
         Ok(u) => u,
-        Err(vhost_blk::frontend::FrontendError::Timeout) => vec![],
+        Err(vhost_blk_frontend::FrontendError::Timeout) => vec![],
         Err(e) => panic!("{}: {e}", case.name),
     };
     let mut b = [0u8; CMD_RESP_LEN as usize];

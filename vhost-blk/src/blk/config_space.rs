@@ -1,9 +1,26 @@
-//! The virtio-blk configuration space (`struct virtio_blk_config`, little endian).
+//! The virtio-blk configuration space: virtio-bindings' `struct virtio_blk_config`, little
+//! endian, as vm-memory's `ByteValued` bytes.
 
-/// Offset of the `writeback` byte, the only field the driver writes.
-pub const WRITEBACK_OFFSET: usize = 32;
-/// Length of the layout we expose (up to and including `unused1`).
-pub const CONFIG_LEN: usize = 60;
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::mem::{offset_of, size_of};
+
+use virtio_bindings::virtio_blk::virtio_blk_config;
+use vm_memory::ByteValued;
+
+/// Offset of the `wce` (writeback) byte, the only field the driver writes.
+pub const WRITEBACK_OFFSET: usize = offset_of!(virtio_blk_config, wce);
+/// Length of the structure (fields this device does not offer read as zero).
+pub const CONFIG_LEN: usize = size_of::<virtio_blk_config>();
+
+/// `struct virtio_blk_config` as bytes.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct ConfigBytes(virtio_blk_config);
+
+// SAFETY: `virtio_blk_config` is `repr(C, packed)` (no padding) of integers and integer arrays,
+// so every byte pattern is a valid value and every byte of it is initialised.
+unsafe impl ByteValued for ConfigBytes {}
 
 /// Values of the configuration space.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,27 +43,28 @@ pub struct BlkConfigSpace {
 }
 
 impl BlkConfigSpace {
-    /// Serialises the structure.
+    /// Serialises the structure (geometry, secure erase and zoned fields are zero: not offered).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = vec![0u8; CONFIG_LEN];
-        b[0..8].copy_from_slice(&self.capacity_sectors.to_le_bytes());
-        b[8..12].copy_from_slice(&self.size_max.to_le_bytes());
-        b[12..16].copy_from_slice(&self.seg_max.to_le_bytes());
-        // 16..20: geometry (not offered).
-        b[20..24].copy_from_slice(&self.blk_size.to_le_bytes());
-        b[24] = self.physical_block_exp;
-        b[25] = 0; // alignment_offset
-        b[26..28].copy_from_slice(&self.min_io_size.to_le_bytes());
-        b[28..32].copy_from_slice(&self.opt_io_size.to_le_bytes());
-        b[WRITEBACK_OFFSET] = u8::from(self.writeback);
-        b[34..36].copy_from_slice(&self.num_queues.to_le_bytes());
-        b[36..40].copy_from_slice(&self.max_discard_sectors.to_le_bytes());
-        b[40..44].copy_from_slice(&self.max_discard_seg.to_le_bytes());
-        b[44..48].copy_from_slice(&self.discard_sector_alignment.to_le_bytes());
-        b[48..52].copy_from_slice(&self.max_write_zeroes_sectors.to_le_bytes());
-        b[52..56].copy_from_slice(&self.max_write_zeroes_seg.to_le_bytes());
-        b[56] = u8::from(self.write_zeroes_may_unmap);
-        b
+        let c = virtio_blk_config {
+            capacity: self.capacity_sectors.to_le(),
+            size_max: self.size_max.to_le(),
+            seg_max: self.seg_max.to_le(),
+            blk_size: self.blk_size.to_le(),
+            physical_block_exp: self.physical_block_exp,
+            alignment_offset: 0,
+            min_io_size: self.min_io_size.to_le(),
+            opt_io_size: self.opt_io_size.to_le(),
+            wce: u8::from(self.writeback),
+            num_queues: self.num_queues.to_le(),
+            max_discard_sectors: self.max_discard_sectors.to_le(),
+            max_discard_seg: self.max_discard_seg.to_le(),
+            discard_sector_alignment: self.discard_sector_alignment.to_le(),
+            max_write_zeroes_sectors: self.max_write_zeroes_sectors.to_le(),
+            max_write_zeroes_seg: self.max_write_zeroes_seg.to_le(),
+            write_zeroes_may_unmap: u8::from(self.write_zeroes_may_unmap),
+            ..Default::default()
+        };
+        ConfigBytes(c).as_slice().to_vec()
     }
 }
 
@@ -74,7 +92,10 @@ mod tests {
             write_zeroes_may_unmap: true,
         };
         let b = c.to_bytes();
+        // Offsets from the virtio 1.2 specification (5.2.4), not from the bindings.
+        assert_eq!(WRITEBACK_OFFSET, 32);
         assert_eq!(b.len(), CONFIG_LEN);
+        assert!(b.len() >= 60);
         assert_eq!(
             u64::from_le_bytes(b[0..8].try_into().unwrap()),
             0x1122_3344_5566_7788
@@ -85,5 +106,6 @@ mod tests {
         assert_eq!(u16::from_le_bytes(b[34..36].try_into().unwrap()), 8);
         assert_eq!(u32::from_le_bytes(b[40..44].try_into().unwrap()), 1);
         assert_eq!(b[56], 1);
+        assert!(b[57..].iter().all(|&x| x == 0));
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use config_space::{BlkConfigSpace, CONFIG_LEN, WRITEBACK_OFFSET};
-pub use request::{BlkKind, BlkStatus, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
+pub use request::{BlkKind, BlkStatus, DiscardSegment, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
 
 use crate::device::ChainLimits;
 use crate::storage::Storage;

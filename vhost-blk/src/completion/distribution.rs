@@ -20,6 +20,7 @@ use std::str::FromStr;
 
 use rand::Rng;
 use rand_distr::Distribution as _;
+use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 use thiserror::Error;
 
 use crate::units::{self, UnitError, Zero};
@@ -27,8 +28,10 @@ use crate::units::{self, UnitError, Zero};
 /// Largest value any distribution parameter may take (60 s): beyond that a guest times out anyway.
 pub const MAX_NS: u64 = units::MAX_DURATION_NS;
 
-/// 99th percentile of the standard normal distribution.
-const Z99: f64 = 2.326_347_874_040_841;
+/// The standard normal distribution (statrs): its CDF, inverse CDF and density.
+fn std_normal() -> Normal {
+    Normal::standard()
+}
 
 /// A parse or validation error of a duration or distribution string.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -159,10 +162,10 @@ fn parse_table(args: &str) -> Result<Distribution, DistributionError> {
             points.push((0.0, ns));
             continue;
         }
+        let &(last_q, last_ns) = points.last().unwrap_or(&(0.0, 0));
         if points.is_empty() {
             points.push((0.0, 0));
         }
-        let &(last_q, last_ns) = points.last().expect("non-empty");
         if q <= last_q || ns < last_ns {
             return Err(DistributionError::TableNotMonotone(part.to_string()));
         }
@@ -230,11 +233,12 @@ fn lognormal_from_mean_p99(mean: u64, p99: u64) -> Result<Distribution, Distribu
         return Err(err);
     }
     let r = (p99 as f64 / mean as f64).ln();
-    let disc = Z99 * Z99 - 2.0 * r;
+    let z99 = std_normal().inverse_cdf(0.99);
+    let disc = z99 * z99 - 2.0 * r;
     if disc < 0.0 {
         return Err(err);
     }
-    let sigma = Z99 - disc.sqrt();
+    let sigma = z99 - disc.sqrt();
     let median = (mean as f64 / (sigma * sigma / 2.0).exp()).round() as u64;
     Ok(Distribution::LogNormal {
         median: median.max(1),
@@ -297,26 +301,6 @@ impl<'de> serde::Deserialize<'de> for Distribution {
 impl serde::Serialize for Distribution {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
-    }
-}
-
-/// Complementary error function (Numerical Recipes' erfc Chebyshev fit, |error| < 1.2e-7).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
     }
 }
 
@@ -436,52 +420,27 @@ impl Distribution {
     /// The inverse CDF at `u` in `[0, 1]` (exact for every kind; used by tests and summaries).
     pub fn quantile(&self, u: f64) -> u64 {
         let u = u.clamp(0.0, 1.0);
+        let n = std_normal();
         match self {
             Distribution::Table(points) => Self::table_quantile(points, u * 100.0),
             Distribution::Fixed(v) => *v,
             Distribution::Uniform { lo, hi } => to_ns(*lo as f64 + u * (*hi - *lo) as f64),
             Distribution::Exp { mean } => to_ns(-(*mean as f64) * (1.0 - u).ln()),
-            // Normal and lognormal have no closed-form inverse here: bisect on the CDF.
-            _ => {
-                let (mut lo, mut hi) = (0u64, MAX_NS);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if self.cdf(mid as f64) < u {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo
-            }
-        }
-    }
-
-    fn cdf(&self, x: f64) -> f64 {
-        let phi = |z: f64| 0.5 * erfc(-z / std::f64::consts::SQRT_2);
-        match self {
             Distribution::Normal { mean, sd } => {
                 let (m, s) = (*mean as f64, *sd as f64);
                 if s == 0.0 {
-                    return if x >= m { 1.0 } else { 0.0 };
+                    return *mean;
                 }
-                let lo = phi(-m / s);
-                ((phi((x - m) / s) - lo) / (1.0 - lo)).max(0.0)
+                // Truncated at 0: F(x) = (Phi((x - m) / s) - Phi(-m / s)) / (1 - Phi(-m / s)).
+                let lo = n.cdf(-m / s);
+                to_ns(m + s * n.inverse_cdf(lo + u * (1.0 - lo)))
             }
             Distribution::LogNormal { median, sigma } => {
-                if x <= 0.0 {
-                    0.0
-                } else if *sigma == 0.0 {
-                    if x >= *median as f64 {
-                        1.0
-                    } else {
-                        0.0
-                    }
-                } else {
-                    phi((x / *median as f64).ln() / sigma)
+                if u == 0.0 {
+                    return 0;
                 }
+                to_ns(*median as f64 * (sigma * n.inverse_cdf(u)).exp())
             }
-            _ => unreachable!("cdf is only used for normal and lognormal"),
         }
     }
 
@@ -496,10 +455,8 @@ impl Distribution {
                     return m;
                 }
                 // E[X | X >= 0] = m + s * pdf(a) / (1 - cdf(a)), a = -m/s.
-                let a = -m / s;
-                let pdf = (-a * a / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
-                let tail = 0.5 * erfc(a / std::f64::consts::SQRT_2);
-                m + s * pdf / tail
+                let (a, n) = (-m / s, std_normal());
+                m + s * n.pdf(a) / n.sf(a)
             }
             Distribution::LogNormal { median, sigma } => {
                 *median as f64 * (sigma * sigma / 2.0).exp()

@@ -184,7 +184,23 @@ fn normal_is_truncated_not_clamped() {
         "truncated-normal mean formula",
     );
     assert_close(mean(&v), d.mean_ns(), 0.02, "truncated-normal sample mean");
+    // The inverse CDF of the truncated distribution against the samples' own quantiles.
+    let mut sorted = v.clone();
+    sorted.sort_unstable();
+    for u in [0.1, 0.5, 0.9, 0.99] {
+        let sample = sorted[(u * N as f64) as usize] as f64;
+        assert_close(
+            d.quantile(u) as f64,
+            sample,
+            0.03,
+            "truncated-normal quantile",
+        );
+    }
+    assert_eq!(d.quantile(0.0), 0);
     let wide: Distribution = "normal:100us,20us".parse().unwrap();
+    assert_close(wide.quantile(0.5) as f64, 100_000.0, 1e-6, "normal median");
+    // 100 + 20 * 1.959964 us: the 97.5th percentile of a normal far from 0.
+    assert_close(wide.quantile(0.975) as f64, 139_199.3, 1e-5, "normal p97.5");
     assert_close(mean(&samples(&wide, 3)), 100_000.0, 0.01, "normal mean");
 }
 

@@ -148,133 +148,17 @@ fn in_range(
 impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
+    /// Merges the command line over the settings file and checks every setting, in this
+    /// order: socket, storage and topology, queues and threads, the disk's identity, the
+    /// completion model, the SCSI and scheduling knobs.
     fn try_from(a: Args) -> Result<Self, ConfigError> {
-        let mut f = match &a.config {
-            Some(p) => Options::load(p)?,
-            None => Options::default(),
-        };
-        // Storage: a command-line choice replaces the file's as a whole.
-        if a.options.has_storage() {
-            (f.image, f.null, f.mem, f.size) = (None, None, None, None);
-            f.null_untouched = None;
-        }
-        let o = a.options.or(f);
-        let socket_path = o.socket_path.ok_or(ConfigError::MissingSocket)?;
+        let o = merged(a.config.as_deref(), a.options)?;
+        let socket_path = o.socket_path.clone().ok_or(ConfigError::MissingSocket)?;
         let device = o.device.unwrap_or_default();
-        let (image, mem, size) = (o.image, o.mem, o.size);
-        // Both null modes are one choice of storage.
-        let null = match (o.null, o.null_untouched) {
-            (Some(_), Some(_)) => return Err(ConfigError::ConflictingStorage),
-            (Some(n), None) => Some((n, false)),
-            (None, n) => n.map(|n| (n, true)),
-        };
-        let direct = o.direct.unwrap_or(false);
-        let read_only = o.read_only.unwrap_or(false);
-        let chosen = [image.is_some(), null.is_some(), mem.is_some()]
-            .iter()
-            .filter(|&&b| b)
-            .count();
-        if chosen > 1 {
-            return Err(ConfigError::ConflictingStorage);
-        }
-        let topology = match o.topology {
-            Some(TopologySetting::Compact(t)) => {
-                Some(parse_topology(&t).map_err(|e| ConfigError::Topology(e.to_string()))?)
-            }
-            Some(TopologySetting::Table(t)) => Some(t),
-            None => None,
-        };
-        if let Some(t) = &topology {
-            if device != DeviceKind::Scsi {
-                return Err(ConfigError::TopologyWithoutScsi);
-            }
-            if chosen > 0 {
-                return Err(ConfigError::StorageAndTopology);
-            }
-            t.validate()
-                .map_err(|e| ConfigError::Topology(e.to_string()))?;
-        }
-        let storage = match (image, null, mem) {
-            (None, None, None) if topology.is_some() => None,
-            (Some(path), None, None) => {
-                let create_size = size.as_deref().map(parse_size).transpose()?;
-                if create_size.is_none() && !path.exists() {
-                    return Err(ConfigError::MissingImage(path));
-                }
-                if let Some(s) = create_size {
-                    if s % 512 != 0 {
-                        return Err(ConfigError::UnalignedSize(s));
-                    }
-                }
-                Some(StorageSpec::File {
-                    path,
-                    create_size,
-                    direct,
-                    read_only,
-                })
-            }
-            (None, Some((n, false)), None) => Some(StorageSpec::Null {
-                size: parse_size(&n)?,
-            }),
-            (None, Some((n, true)), None) => Some(StorageSpec::NullUntouched {
-                size: parse_size(&n)?,
-            }),
-            (None, None, Some(m)) => Some(StorageSpec::Mem {
-                size: parse_size(&m)?,
-            }),
-            _ => return Err(ConfigError::MissingStorage),
-        };
-        if !matches!(storage, Some(StorageSpec::File { .. })) {
-            if size.is_some() {
-                return Err(ConfigError::SizeWithoutImage);
-            }
-            if direct || read_only {
-                return Err(ConfigError::FileOnlyOption);
-            }
-        }
-        if let Some(s) = storage.as_ref().and_then(StorageSpec::declared_size) {
-            if s % 512 != 0 {
-                return Err(ConfigError::UnalignedSize(s));
-            }
-        }
-        let num_queues = o.num_queues.unwrap_or(8);
-        let max_queues = device.max_request_queues();
-        if !(1..=max_queues).contains(&num_queues) {
-            return Err(ConfigError::QueueCount {
-                max: max_queues,
-                extra: device.extra_vrings(),
-                got: num_queues,
-            });
-        }
-        let queue_size = o.queue_size.unwrap_or(256);
-        if !queue_size.is_power_of_two() || queue_size < 2 {
-            return Err(ConfigError::OutOfRange {
-                what: "--queue-size",
-                expected: "a power of two in 2..=32768",
-                got: queue_size.into(),
-            });
-        }
-        let threads = o.threads.unwrap_or(num_queues);
-        if threads == 0 || threads > num_queues {
-            return Err(ConfigError::OutOfRange {
-                what: "--threads",
-                expected: "1..=--num-queues",
-                got: threads.into(),
-            });
-        }
-        let block_size = o.block_size.unwrap_or(512);
-        if block_size != 512 && block_size != 4096 {
-            return Err(ConfigError::OutOfRange {
-                what: "--block-size",
-                expected: "512 or 4096",
-                got: block_size.into(),
-            });
-        }
-        let serial = o.serial.unwrap_or_else(|| DEFAULT_SERIAL.to_string());
-        if serial.len() > 20 {
-            return Err(ConfigError::SerialTooLong(serial));
-        }
-        let mut completion = o.completion.unwrap_or_default();
+        let (storage, topology) = storage_and_topology(&o, device)?;
+        let (num_queues, queue_size, threads) = queue_layout(&o, device)?;
+        let (block_size, serial) = disk_identity(&o)?;
+        let mut completion = o.completion.clone().unwrap_or_default();
         a.completion.apply(&mut completion);
         completion
             .validate_for_queues(num_queues)
@@ -300,6 +184,174 @@ impl TryFrom<Args> for Config {
             rt_priority: o.rt_priority,
         })
     }
+}
+
+/// The command line's options over the settings file's. A storage choice on the command line
+/// replaces the file's as a whole.
+fn merged(config: Option<&std::path::Path>, cli: Options) -> Result<Options, ConfigError> {
+    let mut f = match config {
+        Some(p) => Options::load(p)?,
+        None => Options::default(),
+    };
+    if cli.has_storage() {
+        (f.image, f.null, f.mem, f.size) = (None, None, None, None);
+        f.null_untouched = None;
+    }
+    Ok(cli.or(f))
+}
+
+/// The storage given as options, at most one kind (both null modes are one choice).
+enum StorageChoice {
+    Image(PathBuf),
+    Null { size: String, untouched: bool },
+    Mem(String),
+}
+
+fn storage_choice(o: &Options) -> Result<Option<StorageChoice>, ConfigError> {
+    let null = match (&o.null, &o.null_untouched) {
+        (Some(_), Some(_)) => return Err(ConfigError::ConflictingStorage),
+        (Some(n), None) => Some((n.clone(), false)),
+        (None, n) => n.clone().map(|n| (n, true)),
+    };
+    Ok(match (o.image.clone(), null, o.mem.clone()) {
+        (None, None, None) => None,
+        (Some(path), None, None) => Some(StorageChoice::Image(path)),
+        (None, Some((size, untouched)), None) => Some(StorageChoice::Null { size, untouched }),
+        (None, None, Some(m)) => Some(StorageChoice::Mem(m)),
+        _ => return Err(ConfigError::ConflictingStorage),
+    })
+}
+
+/// The disk (or LUN 0:0) and the virtio-scsi topology: one of them, checked against the device
+/// and each other; options only for image files refused elsewhere.
+fn storage_and_topology(
+    o: &Options,
+    device: DeviceKind,
+) -> Result<(Option<StorageSpec>, Option<TopologyConfig>), ConfigError> {
+    let choice = storage_choice(o)?;
+    let topology = match &o.topology {
+        Some(TopologySetting::Compact(t)) => {
+            Some(parse_topology(t).map_err(|e| ConfigError::Topology(e.to_string()))?)
+        }
+        Some(TopologySetting::Table(t)) => Some(t.clone()),
+        None => None,
+    };
+    if let Some(t) = &topology {
+        if device != DeviceKind::Scsi {
+            return Err(ConfigError::TopologyWithoutScsi);
+        }
+        if choice.is_some() {
+            return Err(ConfigError::StorageAndTopology);
+        }
+        t.validate()
+            .map_err(|e| ConfigError::Topology(e.to_string()))?;
+    }
+    let (direct, read_only) = (o.direct.unwrap_or(false), o.read_only.unwrap_or(false));
+    let storage = match choice {
+        None if topology.is_some() => None,
+        None => return Err(ConfigError::MissingStorage),
+        Some(StorageChoice::Image(path)) => {
+            Some(image_spec(path, o.size.as_deref(), direct, read_only)?)
+        }
+        Some(StorageChoice::Null { size, untouched }) => {
+            let size = parse_size(&size)?;
+            Some(if untouched {
+                StorageSpec::NullUntouched { size }
+            } else {
+                StorageSpec::Null { size }
+            })
+        }
+        Some(StorageChoice::Mem(m)) => Some(StorageSpec::Mem {
+            size: parse_size(&m)?,
+        }),
+    };
+    if !matches!(storage, Some(StorageSpec::File { .. })) {
+        if o.size.is_some() {
+            return Err(ConfigError::SizeWithoutImage);
+        }
+        if direct || read_only {
+            return Err(ConfigError::FileOnlyOption);
+        }
+    }
+    if let Some(s) = storage.as_ref().and_then(StorageSpec::declared_size) {
+        if s % 512 != 0 {
+            return Err(ConfigError::UnalignedSize(s));
+        }
+    }
+    Ok((storage, topology))
+}
+
+/// An image file: it must exist unless a (whole-sector) size to create it with is given.
+fn image_spec(
+    path: PathBuf,
+    size: Option<&str>,
+    direct: bool,
+    read_only: bool,
+) -> Result<StorageSpec, ConfigError> {
+    let create_size = size.map(parse_size).transpose()?;
+    if create_size.is_none() && !path.exists() {
+        return Err(ConfigError::MissingImage(path));
+    }
+    if let Some(s) = create_size.filter(|s| s % 512 != 0) {
+        return Err(ConfigError::UnalignedSize(s));
+    }
+    Ok(StorageSpec::File {
+        path,
+        create_size,
+        direct,
+        read_only,
+    })
+}
+
+/// Request queues (every vring must fit the vhost-user bitmask), descriptors per queue and
+/// worker threads.
+fn queue_layout(o: &Options, device: DeviceKind) -> Result<(u16, u16, u16), ConfigError> {
+    let num_queues = o.num_queues.unwrap_or(8);
+    let max_queues = device.max_request_queues();
+    if !(1..=max_queues).contains(&num_queues) {
+        return Err(ConfigError::QueueCount {
+            max: max_queues,
+            extra: device.extra_vrings(),
+            got: num_queues,
+        });
+    }
+    let queue_size = o.queue_size.unwrap_or(256);
+    if !queue_size.is_power_of_two() || queue_size < 2 {
+        return Err(ConfigError::OutOfRange {
+            what: "--queue-size",
+            expected: "a power of two in 2..=32768",
+            got: queue_size.into(),
+        });
+    }
+    let threads = o.threads.unwrap_or(num_queues);
+    if threads == 0 || threads > num_queues {
+        return Err(ConfigError::OutOfRange {
+            what: "--threads",
+            expected: "1..=--num-queues",
+            got: threads.into(),
+        });
+    }
+    Ok((num_queues, queue_size, threads))
+}
+
+/// Logical block size and serial number.
+fn disk_identity(o: &Options) -> Result<(u32, String), ConfigError> {
+    let block_size = o.block_size.unwrap_or(512);
+    if block_size != 512 && block_size != 4096 {
+        return Err(ConfigError::OutOfRange {
+            what: "--block-size",
+            expected: "512 or 4096",
+            got: block_size.into(),
+        });
+    }
+    let serial = o
+        .serial
+        .clone()
+        .unwrap_or_else(|| DEFAULT_SERIAL.to_string());
+    if serial.len() > 20 {
+        return Err(ConfigError::SerialTooLong(serial));
+    }
+    Ok((block_size, serial))
 }
 
 impl Config {

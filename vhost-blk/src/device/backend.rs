@@ -7,20 +7,17 @@
 //! requests: the personality turns a descriptor chain into an [`Outcome`], and the queue's
 //! completion path decides when the used entry is published and the guest is interrupted.
 //!
-//! A worker that serves several queues (virtio-scsi: the control queue, the event queue and the
-//! first request queue share worker 0; any device with fewer `--threads` than queues) gives
-//! each of them its turn: a queue that still has work after one batch, or whose driver queued
-//! more while the worker looked, does not keep the worker. It notifies its own "resume" eventfd
-//! and returns to the epoll loop, which serves the other ready queues (and timers) first and
-//! then calls it again. Without that, a driver keeping one request queue busy starves the
-//! queues beside it: their kicks wait in the epoll loop's ready list, unprocessed, so a task
-//! management function is not answered and event-queue buffers are not taken (a
-//! GET_VRING_BASE then reports them unconsumed).
+//! A worker serving several queues (virtio-scsi's control, event and first request queue share
+//! worker 0; any device with fewer `--threads` than queues) gives each its turn: a queue with
+//! work left after one batch notifies its own "resume" eventfd and returns to the epoll loop,
+//! which serves the other ready queues (and timers) first. Without that, one busy request
+//! queue starves the queues beside it: a task management function goes unanswered and
+//! event-queue buffers are not taken (GET_VRING_BASE then reports them unconsumed).
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use smallvec::SmallVec;
 
@@ -268,11 +265,9 @@ impl<P: Personality> DeviceBackend<P> {
         }
     }
 
-    /// Drains vring `q`: pops every available chain, has the personality handle it, and hands
-    /// the completions to the queue's completion path. Chains are popped [`BATCH`] at a time
-    /// under one lock of the vring; each batch is published before the next is popped. With
-    /// `shared` (the worker serves other queues too) it handles one batch per turn and passes
-    /// the turn rather than wait for more (see the module documentation).
+    /// Drains vring `q` ([`Self::drain`]) and decides whether to drain again
+    /// ([`Self::after_drain`]) until the ring stays empty with notifications on, or the queue
+    /// passes its turn (`shared`: the worker serves other queues too; module documentation).
     fn process_queue(&self, q: usize, vring: &Vring, shared: bool) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
@@ -283,82 +278,136 @@ impl<P: Personality> DeviceBackend<P> {
             self.recover(q, vring, &mem, &mut state, event_idx);
         }
         state.pay_owed_signal();
-        let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
+        let turn = Turn {
+            q,
+            vring,
+            mem: &mem,
+            shared,
+            event_idx,
+        };
         loop {
             if event_idx {
                 // Fails only if the ring addresses are bad; then nothing can be done anyway.
                 let _ = vring.disable_notification();
             }
-            let mut processed = false;
-            loop {
-                {
-                    let mut ring = vring.get_mut();
-                    let queue = ring.get_queue_mut();
-                    while chains.len() < BATCH {
-                        match queue.pop_descriptor_chain(&*mem) {
-                            Some(chain) => {
-                                // Marked in pop order, before anything is done with it.
-                                state.on_pop(chain.head_index());
-                                chains.push(chain);
-                            }
-                            None => break,
-                        }
-                    }
-                }
-                if chains.is_empty() {
-                    break;
-                }
-                processed = true;
-                for chain in chains.drain(..) {
-                    self.handle_chain(q, chain, &mut state, event_idx);
-                }
-                state.publish(event_idx, || avail_pending(vring, &mem));
-                if shared {
-                    // One batch per turn; what the driver queued meanwhile is looked at below.
-                    break;
-                }
-            }
-            // Before sleeping (re-enabling notifications, returning to epoll), yield the CPU
-            // once: on a busy host the driver's thread is often runnable, half-way through
-            // queueing the requests whose first kick woke us. Finding them now saves a sleep, a
-            // wake-up and a kick read per handful of requests. Only when nothing is held for a
-            // timer, so that the completion model's deadlines are never delayed by it. The
-            // queue's lock is let go meanwhile: the control thread (ring stop, a virtio-scsi
-            // task management function) must not wait for a time slice of some other thread.
-            if processed && state.is_idle() {
-                drop(state);
-                let more = yield_then_look(vring, &mem);
-                state = self.queue(q);
-                state.attach(vring);
-                if more {
-                    if shared && self.pass_turn(q) {
-                        return;
-                    }
-                    continue;
-                }
-            }
-            // A shared worker left after one batch: if there is more, it is the next turn's.
-            // (Only after progress: a ring that yields nothing must not come back forever.)
-            if shared && processed && avail_pending(vring, &mem) {
-                if self.pass_turn(q) {
-                    return;
-                }
-                continue;
-            }
-            if !event_idx {
-                break;
-            }
-            match vring.enable_notification() {
-                Ok(true) => {
-                    if shared && processed && self.pass_turn(q) {
-                        return;
-                    }
-                    continue;
-                }
-                _ => break,
+            let processed = self.drain(&turn, &mut state);
+            let after;
+            (state, after) = self.after_drain(&turn, state, processed);
+            if after == After::Leave {
+                return;
             }
         }
     }
+
+    /// Pops chains [`BATCH`] at a time under one vring lock, handles and publishes each batch,
+    /// until the ring is empty (`shared`: after one batch). Whether any chain was handled.
+    fn drain(&self, t: &Turn<'_>, state: &mut QueueState) -> bool {
+        let Turn {
+            q,
+            vring,
+            mem,
+            shared,
+            event_idx,
+        } = *t;
+        let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
+        let mut processed = false;
+        loop {
+            {
+                let mut ring = vring.get_mut();
+                let queue = ring.get_queue_mut();
+                while chains.len() < BATCH {
+                    let Some(chain) = queue.pop_descriptor_chain(mem) else {
+                        break;
+                    };
+                    // Marked in pop order, before anything is done with it.
+                    state.on_pop(chain.head_index());
+                    chains.push(chain);
+                }
+            }
+            if chains.is_empty() {
+                return processed;
+            }
+            processed = true;
+            for chain in chains.drain(..) {
+                self.handle_chain(q, chain, state, event_idx);
+            }
+            state.publish(event_idx, || avail_pending(vring, mem));
+            if shared {
+                return true; // one batch per turn
+            }
+        }
+    }
+
+    /// After a drain: drain again or leave (sleep in epoll, or pass the turn). Before sleeping
+    /// the worker yields the CPU once (the driver's thread, often runnable half-way through
+    /// queueing more, finishes: a sleep, a wake-up and a kick read saved), only when no timer
+    /// deadline is pending, and with the queue's lock let go (hence the guard goes in and
+    /// out): the control thread must not wait for another thread's time slice. A shared worker
+    /// leaves after one batch with work left, only after progress (a ring that yields nothing
+    /// must not come back forever).
+    fn after_drain<'s>(
+        &'s self,
+        t: &Turn<'_>,
+        mut state: MutexGuard<'s, QueueState>,
+        processed: bool,
+    ) -> (MutexGuard<'s, QueueState>, After) {
+        let Turn {
+            q,
+            vring,
+            mem,
+            shared,
+            event_idx,
+        } = *t;
+        if processed && state.is_idle() {
+            drop(state);
+            let more = yield_then_look(vring, mem);
+            state = self.queue(q);
+            state.attach(vring);
+            if more {
+                return (state, self.again_or_pass(q, shared));
+            }
+        }
+        if shared && processed && avail_pending(vring, mem) {
+            return (state, self.again_or_pass(q, true));
+        }
+        if !event_idx {
+            return (state, After::Leave);
+        }
+        let after = match vring.enable_notification() {
+            // The driver queued more while notifications were off.
+            Ok(true) => self.again_or_pass(q, shared && processed),
+            _ => After::Leave,
+        };
+        (state, after)
+    }
+
+    /// More work: drain again, or (`pass`) pass the turn unless the resume eventfd fails.
+    fn again_or_pass(&self, q: usize, pass: bool) -> After {
+        if pass && self.pass_turn(q) {
+            After::Leave
+        } else {
+            After::Drain
+        }
+    }
+}
+
+/// One call of [`DeviceBackend::process_queue`]: queue, ring, guest memory, shared, event_idx.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    q: usize,
+    vring: &'a Vring,
+    mem: &'a GuestMemoryMmapT,
+    shared: bool,
+    event_idx: bool,
+}
+
+/// What a worker does after one drain of its ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Drain again.
+    Drain,
+    /// Back to the epoll loop (asleep until a kick, or until its next turn).
+    Leave,
 }
 
 /// Whether the driver has made a chain available that the device has not popped yet.
@@ -509,8 +558,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
 }
 
 impl<P: Personality> DeviceBackend<P> {
-    /// Registers each queue's completion timer and resume eventfd with the epoll loop of the
-    /// worker serving it.
+    /// Registers each queue's completion timer and resume eventfd with its worker's epoll loop.
     pub fn register_listeners(
         &self,
         handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
@@ -531,9 +579,8 @@ impl<P: Personality> DeviceBackend<P> {
         Ok(())
     }
 
-    /// Publishes what every request queue other than `except` holds. Called with the lock of
-    /// `except` held: request-queue workers only ever lock their own queue, so this cannot
-    /// deadlock; it waits at most for a worker to finish draining its ring.
+    /// Publishes what every request queue but `except` holds (with `except`'s lock held: the
+    /// workers lock only their own queue, so this waits at most for one drain, never deadlocks).
     fn flush_request_queues(&self, except: usize, event_idx: bool) {
         let first = self.personality.first_request_queue();
         for (r, q) in self.queues.iter().enumerate().skip(first) {

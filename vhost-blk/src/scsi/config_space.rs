@@ -1,14 +1,31 @@
-//! The virtio-scsi configuration space (`struct virtio_scsi_config`, little endian).
+//! The virtio-scsi configuration space: virtio-bindings' `struct virtio_scsi_config`, little
+//! endian, as vm-memory's `ByteValued` bytes.
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::mem::{offset_of, size_of};
+
+use virtio_bindings::virtio_scsi::virtio_scsi_config;
+use vm_memory::ByteValued;
 
 /// Offset of `sense_size` (driver-writable).
-pub const SENSE_SIZE_OFFSET: usize = 20;
+pub const SENSE_SIZE_OFFSET: usize = offset_of!(virtio_scsi_config, sense_size);
 /// Offset of `cdb_size` (driver-writable).
-pub const CDB_SIZE_OFFSET: usize = 24;
+pub const CDB_SIZE_OFFSET: usize = offset_of!(virtio_scsi_config, cdb_size);
 /// Length of the structure.
-pub const CONFIG_LEN: usize = 36;
+pub const CONFIG_LEN: usize = size_of::<virtio_scsi_config>();
 /// Largest CDB and sense sizes the driver may configure.
 pub const MAX_CDB_SIZE: u32 = 255;
 pub const MAX_SENSE_SIZE: u32 = 255;
+
+/// `struct virtio_scsi_config` as bytes.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct ConfigBytes(virtio_scsi_config);
+
+// SAFETY: `virtio_scsi_config` is `repr(C, packed)` (no padding) of u32 and u16 fields, so every
+// byte pattern is a valid value and every byte of it is initialised.
+unsafe impl ByteValued for ConfigBytes {}
 
 /// Values of the configuration space.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,22 +48,19 @@ pub struct ScsiConfigSpace {
 impl ScsiConfigSpace {
     /// Serialises the structure.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(CONFIG_LEN);
-        for v in [
-            self.num_queues,
-            self.seg_max,
-            self.max_sectors,
-            self.cmd_per_lun,
-            self.event_info_size,
-            self.sense_size,
-            self.cdb_size,
-        ] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b.extend_from_slice(&self.max_channel.to_le_bytes());
-        b.extend_from_slice(&self.max_target.to_le_bytes());
-        b.extend_from_slice(&self.max_lun.to_le_bytes());
-        b
+        let c = virtio_scsi_config {
+            num_queues: self.num_queues.to_le(),
+            seg_max: self.seg_max.to_le(),
+            max_sectors: self.max_sectors.to_le(),
+            cmd_per_lun: self.cmd_per_lun.to_le(),
+            event_info_size: self.event_info_size.to_le(),
+            sense_size: self.sense_size.to_le(),
+            cdb_size: self.cdb_size.to_le(),
+            max_channel: self.max_channel.to_le(),
+            max_target: self.max_target.to_le(),
+            max_lun: self.max_lun.to_le(),
+        };
+        ConfigBytes(c).as_slice().to_vec()
     }
 }
 
@@ -69,6 +83,11 @@ mod tests {
             max_lun: 16383,
         }
         .to_bytes();
+        // Offsets from the virtio 1.2 specification (5.6.4), not from the bindings.
+        assert_eq!(
+            (SENSE_SIZE_OFFSET, CDB_SIZE_OFFSET, CONFIG_LEN),
+            (20, 24, 36)
+        );
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
         assert_eq!(b.len(), CONFIG_LEN);
         assert_eq!(u32_at(0), 8);

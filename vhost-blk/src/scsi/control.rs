@@ -8,20 +8,44 @@
 //! not supported). No asynchronous event is supported, so AN query and subscribe answer with
 //! an empty event mask.
 
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::mem::size_of;
+
 use virtio_bindings::virtio_scsi::*;
+use vm_memory::ByteValued;
 
 use super::emulation::{decode_virtio_lun, Topology};
 use super::virtio::ScsiKind;
-use crate::device::{guest_bufs, Chain, ChainLimits, Outcome};
+use crate::device::{guest_bufs, Chain, ChainLimits, GuestBufs, Outcome};
 
 /// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
-pub const TMF_REQ_LEN: usize = 24;
+pub const TMF_REQ_LEN: usize = size_of::<virtio_scsi_ctrl_tmf_req>();
 /// `virtio_scsi_ctrl_tmf_resp`: response.
-pub const TMF_RESP_LEN: usize = 1;
+pub const TMF_RESP_LEN: usize = size_of::<virtio_scsi_ctrl_tmf_resp>();
 /// `virtio_scsi_ctrl_an_req`: type, `lun[8]`, event_requested.
-pub const AN_REQ_LEN: usize = 16;
+pub const AN_REQ_LEN: usize = size_of::<virtio_scsi_ctrl_an_req>();
 /// `virtio_scsi_ctrl_an_resp`: event_actual, response.
-pub const AN_RESP_LEN: usize = 5;
+pub const AN_RESP_LEN: usize = size_of::<virtio_scsi_ctrl_an_resp>();
+const _: () = assert!(TMF_REQ_LEN == 24 && TMF_RESP_LEN == 1);
+const _: () = assert!(AN_REQ_LEN == 16 && AN_RESP_LEN == 5);
+
+/// Declares a `ByteValued` wrapper around a virtio-bindings control-queue structure.
+macro_rules! wire {
+    ($name:ident, $t:ty) => {
+        #[derive(Clone, Copy, Debug, Default)]
+        #[repr(transparent)]
+        struct $name($t);
+        // SAFETY: the wrapped virtio-bindings structure is `repr(C, packed)` (no padding) of
+        // integers and byte arrays: every byte pattern is a valid value, every byte is
+        // initialised.
+        unsafe impl ByteValued for $name {}
+    };
+}
+wire!(TmfReq, virtio_scsi_ctrl_tmf_req);
+wire!(TmfResp, virtio_scsi_ctrl_tmf_resp);
+wire!(AnReq, virtio_scsi_ctrl_an_req);
+wire!(AnResp, virtio_scsi_ctrl_an_resp);
 
 /// Whether the LUN a control request names is present; `None` when the field does not decode
 /// or the target is absent (BAD_TARGET).
@@ -71,45 +95,54 @@ pub(crate) fn handle(topology: &Topology, limits: &ChainLimits, chain: Chain) ->
     let Some(bufs) = guest_bufs(&chain, limits) else {
         return Outcome::unanswered();
     };
-    let mut type_ = [0u8; 4];
-    if !bufs.read_readable(0, &mut type_) {
+    let Some(type_) = bufs.read_obj::<u32>(0).map(u32::from_le) else {
         return Outcome::unanswered();
-    }
-    let (req_len, resp_len) = match u32::from_le_bytes(type_) {
-        VIRTIO_SCSI_T_TMF => (TMF_REQ_LEN, TMF_RESP_LEN),
-        VIRTIO_SCSI_T_AN_QUERY | VIRTIO_SCSI_T_AN_SUBSCRIBE => (AN_REQ_LEN, AN_RESP_LEN),
+    };
+    let used_len = match type_ {
+        VIRTIO_SCSI_T_TMF => tmf(topology, &bufs),
+        VIRTIO_SCSI_T_AN_QUERY | VIRTIO_SCSI_T_AN_SUBSCRIBE => an(topology, &bufs),
         t => {
             tracing::debug!(type_ = t, "unknown control request type");
             return Outcome::unanswered();
         }
     };
-    let mut req = vec![0u8; req_len];
-    if bufs.writable_len() < resp_len || !bufs.read_readable(0, &mut req) {
+    let Some(used_len) = used_len else {
         tracing::debug!("control chain {} is too short", chain.head_index());
         return Outcome::unanswered();
-    }
-    let resp: Vec<u8> = if req_len == TMF_REQ_LEN {
-        let subtype = u32::from_le_bytes([req[4], req[5], req[6], req[7]]);
-        let mut lun = [0u8; 8];
-        lun.copy_from_slice(&req[8..16]);
-        let r = tmf_response(topology, subtype, &lun);
-        tracing::debug!(subtype, response = r, "task management function");
-        vec![r]
-    } else {
-        let mut lun = [0u8; 8];
-        lun.copy_from_slice(&req[4..12]);
-        let (actual, r) = an_response(topology, &lun);
-        let mut b = actual.to_le_bytes().to_vec();
-        b.push(r);
-        b
     };
-    bufs.write_writable(0, &resp);
     Outcome::Complete {
-        used_len: resp.len() as u32,
+        used_len: used_len as u32,
         kind: ScsiKind::Tmf,
         bytes: 0,
         extra_delay_ns: 0,
     }
+}
+
+/// A task management function; the response length, or `None` when the chain is too short.
+fn tmf(topology: &Topology, bufs: &GuestBufs<'_>) -> Option<usize> {
+    if bufs.writable_len() < TMF_RESP_LEN {
+        return None;
+    }
+    let req = bufs.read_obj::<TmfReq>(0)?.0;
+    let (subtype, lun) = (u32::from_le(req.subtype), req.lun);
+    let response = tmf_response(topology, subtype, &lun);
+    tracing::debug!(subtype, response, "task management function");
+    let resp = TmfResp(virtio_scsi_ctrl_tmf_resp { response });
+    bufs.write_obj(0, &resp).then_some(TMF_RESP_LEN)
+}
+
+/// An asynchronous-notification query or subscription; as [`tmf`].
+fn an(topology: &Topology, bufs: &GuestBufs<'_>) -> Option<usize> {
+    if bufs.writable_len() < AN_RESP_LEN {
+        return None;
+    }
+    let lun = bufs.read_obj::<AnReq>(0)?.0.lun;
+    let (event_actual, response) = an_response(topology, &lun);
+    let resp = AnResp(virtio_scsi_ctrl_an_resp {
+        event_actual: event_actual.to_le(),
+        response,
+    });
+    bufs.write_obj(0, &resp).then_some(AN_RESP_LEN)
 }
 
 #[cfg(test)]

@@ -10,18 +10,40 @@
 //! Allocation-free: the request header and the response are built in stack buffers sized for
 //! the largest CDB and sense sizes the driver may configure, sense data is inline, and the
 //! buffer lists are inline for short chains (tests/scsi_no_alloc.rs counts allocations).
+//!
+//! Layout: the fixed parts are virtio-bindings' `virtio_scsi_cmd_req` / `virtio_scsi_cmd_resp`
+//! up to their CDB and sense arrays, whose sizes the driver configures (up to 255 bytes, more
+//! than the bindings' arrays hold), so the arrays themselves are copied separately. Data-out and
+//! data-in go between guest memory and the emulation as volatile slices (no copy for
+//! READ/WRITE).
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::mem::offset_of;
 
 use virtio_bindings::virtio_scsi::*;
+use vm_memory::ByteValued;
 
 use super::config_space::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
 use super::emulation::{cdb, SenseData, Topology};
-use crate::device::{guest_bufs, Chain, ChainLimits, Outcome, RequestKind};
+use crate::device::{guest_bufs, Chain, ChainLimits, GuestBufs, Outcome, RequestKind};
 
 /// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
-pub const CMD_REQ_FIXED: usize = 19;
+pub const CMD_REQ_FIXED: usize = offset_of!(virtio_scsi_cmd_req, cdb);
 /// `virtio_scsi_cmd_resp` before the sense: sense_len, residual, status_qualifier, status,
 /// response.
-pub const CMD_RESP_FIXED: usize = 12;
+pub const CMD_RESP_FIXED: usize = offset_of!(virtio_scsi_cmd_resp, sense);
+const _: () = assert!(CMD_REQ_FIXED == 19 && CMD_RESP_FIXED == 12);
+
+/// `virtio_scsi_cmd_resp` as bytes (only its fixed part is used: the sense array of the bindings
+/// is shorter than the largest sense size a driver may configure).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(transparent)]
+struct RespBytes(virtio_scsi_cmd_resp);
+
+// SAFETY: `virtio_scsi_cmd_resp` is `repr(C, packed)` (no padding) of integers and a byte
+// array: every byte pattern is a valid value, every byte is initialised.
+unsafe impl ByteValued for RespBytes {}
 /// Largest request header (fixed part and the largest CDB).
 const MAX_CMD_REQ: usize = CMD_REQ_FIXED + MAX_CDB_SIZE as usize;
 /// Largest response (fixed part and the largest sense).
@@ -98,17 +120,22 @@ impl CmdResp {
     }
 
     /// Writes the response header followed by `sense` into `b`, whose length is the response
-    /// size (`CMD_RESP_FIXED` + the configured sense size): as much of the sense as fits after
-    /// the header; the caller zeroed the rest.
+    /// size (`CMD_RESP_FIXED` + the configured sense size, at least `CMD_RESP_FIXED`): as much
+    /// of the sense as fits after the header; the caller zeroed the rest.
     pub fn write_into(&self, sense: &[u8], b: &mut [u8]) {
-        let sense_size = b.len() - CMD_RESP_FIXED;
-        b[0..4].copy_from_slice(&self.sense_len.to_le_bytes());
-        b[4..8].copy_from_slice(&self.residual.to_le_bytes());
-        // 8..10: status_qualifier, always 0.
-        b[10] = self.status;
-        b[11] = self.response;
-        let n = sense.len().min(sense_size);
-        b[CMD_RESP_FIXED..CMD_RESP_FIXED + n].copy_from_slice(&sense[..n]);
+        let hdr = RespBytes(virtio_scsi_cmd_resp {
+            sense_len: self.sense_len.to_le(),
+            resid: self.residual.to_le(),
+            status_qualifier: 0,
+            status: self.status,
+            response: self.response,
+            ..Default::default()
+        });
+        let (head, tail) = b.split_at_mut(CMD_RESP_FIXED.min(b.len()));
+        head.iter_mut()
+            .zip(hdr.as_slice())
+            .for_each(|(d, s)| *d = *s);
+        tail.iter_mut().zip(sense).for_each(|(d, s)| *d = *s);
     }
 }
 
@@ -125,13 +152,36 @@ fn kind_of(opcode: Option<u8>) -> ScsiKind {
     }
 }
 
+/// What a command produced, before the response is written.
+struct Answer {
+    resp: CmdResp,
+    sense: SenseData,
+    data_in_len: usize,
+    kind: ScsiKind,
+    bytes: u64,
+    delay: Option<std::time::Duration>,
+}
+
+impl Answer {
+    /// A response without SCSI status (FAILURE, BAD_TARGET): nothing transferred.
+    fn virtio(response: u32, delay: Option<std::time::Duration>) -> Self {
+        Self {
+            resp: CmdResp::with_response(response),
+            sense: SenseData::NONE,
+            data_in_len: 0,
+            kind: ScsiKind::Error,
+            bytes: 0,
+            delay,
+        }
+    }
+}
+
 /// Handles one chain of a request queue.
 pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
-    let Some(mut bufs) = guest_bufs(&chain, &cx.limits) else {
+    let Some(bufs) = guest_bufs(&chain, &cx.limits) else {
         return Outcome::unanswered();
     };
-    let (cdb_size, sense_size) = (cx.cdb_size, cx.sense_size);
-    let (req_len, resp_len) = (CMD_REQ_FIXED + cdb_size, CMD_RESP_FIXED + sense_size);
+    let (req_len, resp_len) = (CMD_REQ_FIXED + cx.cdb_size, CMD_RESP_FIXED + cx.sense_size);
     if bufs.writable_len() < resp_len {
         tracing::debug!("chain {} has no room for a response", chain.head_index());
         return Outcome::unanswered();
@@ -141,56 +191,64 @@ pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
         return Outcome::unanswered();
     }
     let mut req_buf = [0u8; MAX_CMD_REQ];
-    let req = &mut req_buf[..req_len];
-    let (resp, sense, data_in_len, kind, bytes, delay) = if !bufs.read_readable(0, req) {
+    let req = req_buf.get_mut(..req_len).unwrap_or_default();
+    let a = if bufs.read_readable(0, req) {
+        execute(cx, &bufs, req)
+    } else {
         tracing::debug!(
             "chain {}: request shorter than {req_len}",
             chain.head_index()
         );
-        let r = CmdResp::with_response(VIRTIO_SCSI_S_FAILURE);
-        (r, SenseData::NONE, 0, ScsiKind::Error, 0, None)
-    } else {
-        let mut lun = [0u8; 8];
-        lun.copy_from_slice(&req[..8]);
-        let cdb = &req[CMD_REQ_FIXED..];
-        match cx.topology.resolve(&lun) {
-            None => {
-                let r = CmdResp::with_response(VIRTIO_SCSI_S_BAD_TARGET);
-                let delay = cx.topology.absent_target_delay(cdb);
-                (r, SenseData::NONE, 0, ScsiKind::Error, 0, delay)
-            }
-            Some((target, lun)) => {
-                let data_out = bufs.readable_iov(req_len);
-                let in_len = bufs.writable_len() - resp_len;
-                let mut data_in = bufs.writable_iov(resp_len, in_len);
-                let r = target.execute(lun, cdb, &data_out, &mut data_in);
-                let resp = CmdResp {
-                    sense_len: r.sense.len().min(sense_size) as u32,
-                    residual: r.residual,
-                    status: r.status,
-                    response: if r.overrun {
-                        VIRTIO_SCSI_S_OVERRUN
-                    } else {
-                        VIRTIO_SCSI_S_OK
-                    } as u8,
-                };
-                let kind = if r.is_good() && !r.overrun {
-                    kind_of(cdb.first().copied())
-                } else {
-                    ScsiKind::Error
-                };
-                let bytes = (r.data_in_len + r.data_out_len) as u64;
-                (resp, r.sense, r.data_in_len, kind, bytes, r.delay)
-            }
-        }
+        Answer::virtio(VIRTIO_SCSI_S_FAILURE, None)
     };
     let mut resp_buf = [0u8; MAX_CMD_RESP];
-    resp.write_into(&sense, &mut resp_buf[..resp_len]);
-    bufs.write_writable(0, &resp_buf[..resp_len]);
+    let resp = resp_buf.get_mut(..resp_len).unwrap_or_default();
+    a.resp.write_into(&a.sense, resp);
+    bufs.write_writable(0, resp);
     Outcome::Complete {
-        used_len: (resp_len + data_in_len) as u32,
+        used_len: (resp_len + a.data_in_len) as u32,
+        kind: a.kind,
+        bytes: a.bytes,
+        extra_delay_ns: a
+            .delay
+            .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
+    }
+}
+
+/// Runs the command in `req` (fixed part and CDB) with the chain's data-out and data-in.
+fn execute(cx: &CmdContext<'_>, bufs: &GuestBufs<'_>, req: &[u8]) -> Answer {
+    let (fixed, cdb) = req.split_at(CMD_REQ_FIXED.min(req.len()));
+    let mut lun = [0u8; 8];
+    lun.iter_mut().zip(fixed).for_each(|(d, s)| *d = *s);
+    let Some((target, lun)) = cx.topology.resolve(&lun) else {
+        let delay = cx.topology.absent_target_delay(cdb);
+        return Answer::virtio(VIRTIO_SCSI_S_BAD_TARGET, delay);
+    };
+    let resp_len = CMD_RESP_FIXED + cx.sense_size;
+    let data_out = bufs.readable_slices(req.len());
+    let data_in = bufs.writable_slices(resp_len, bufs.writable_len() - resp_len);
+    let r = target.execute(lun, cdb, &data_out, &data_in);
+    let response = if r.overrun {
+        VIRTIO_SCSI_S_OVERRUN
+    } else {
+        VIRTIO_SCSI_S_OK
+    };
+    let kind = if r.is_good() && !r.overrun {
+        kind_of(cdb.first().copied())
+    } else {
+        ScsiKind::Error
+    };
+    Answer {
+        resp: CmdResp {
+            sense_len: r.sense.len().min(cx.sense_size) as u32,
+            residual: r.residual,
+            status: r.status,
+            response: response as u8,
+        },
+        data_in_len: r.data_in_len,
         kind,
-        bytes,
-        extra_delay_ns: delay.map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
+        bytes: (r.data_in_len + r.data_out_len) as u64,
+        delay: r.delay,
+        sense: r.sense,
     }
 }

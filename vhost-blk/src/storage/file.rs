@@ -1,17 +1,38 @@
 //! Raw image files (and memfd RAM disks) with positional vectored I/O on one shared descriptor.
+//!
+//! Guest buffers go to the kernel as they are: `preadv`/`pwritev` on the iovecs of the
+//! [`IoBuf`]s (the kernel copies with `copy_{to,from}_user`; no Rust reference to guest memory
+//! is made). With O_DIRECT, a request whose buffers, offset or length are not aligned goes
+//! through an aligned bounce buffer, copied with vm-memory's volatile copies.
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::fs::{File, OpenOptions};
-use std::io::{IoSlice, IoSliceMut};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 
-use super::{check_range, iov_len, Storage, StorageError};
+use smallvec::SmallVec;
+use vmm_sys_util::fallocate::{fallocate, FallocateMode};
+
+use super::{check_range, iov_len, IoBuf, Storage, StorageError};
 
 /// Alignment O_DIRECT needs for buffers, offsets and lengths (logical block size of the host).
 const DIRECT_ALIGN: usize = 4096;
 /// `preadv`/`pwritev` take at most IOV_MAX (1024) buffers at a time on Linux.
 const IOV_MAX: usize = 1024;
+/// iovecs kept inline: a request of up to this many buffers allocates nothing.
+const INLINE_IOVECS: usize = 8;
+
+type Iovecs = SmallVec<[libc::iovec; INLINE_IOVECS]>;
+
+// vm-memory is built without its `xen` feature: a pointer guard is a plain pointer and length
+// (nothing is mapped for it, nothing to keep alive while the kernel uses the pointer). If that
+// ever changes, this fails to compile and `iovecs` must keep the guards.
+const _: () = assert!(
+    std::mem::size_of::<vm_memory::volatile_memory::PtrGuardMut>()
+        == 2 * std::mem::size_of::<usize>()
+);
 
 /// A raw image file or memfd.
 #[derive(Debug)]
@@ -92,31 +113,12 @@ impl FileStorage {
         })
     }
 
-    fn direct_aligned<T: std::ops::Deref<Target = [u8]>>(&self, bufs: &[T], offset: u64) -> bool {
-        offset as usize % DIRECT_ALIGN == 0
-            && bufs
-                .iter()
-                .all(|b| b.as_ptr() as usize % DIRECT_ALIGN == 0 && b.len() % DIRECT_ALIGN == 0)
-    }
-
-    fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> std::io::Result<()> {
+    fn fallocate(&self, mode: FallocateMode, offset: u64, len: u64) -> std::io::Result<()> {
         if len == 0 {
             return Ok(());
         }
-        // SAFETY: plain syscall on a descriptor we own; arguments are checked by the kernel.
-        let r = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                mode,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        fallocate(&self.file, mode, true, offset, len)
+            .map_err(|e| std::io::Error::from_raw_os_error(e.errno()))
     }
 
     fn write_zero_bytes(&self, mut offset: u64, len: u64) -> Result<(), StorageError> {
@@ -124,57 +126,161 @@ impl FileStorage {
         let end = offset + len;
         while offset < end {
             let n = (end - offset).min(zeros.len() as u64) as usize;
-            self.write_at(&zeros[..n], offset)?;
+            self.write_at(zeros.get(..n).unwrap_or_default(), offset)?;
             offset += n as u64;
         }
         Ok(())
     }
+
+    /// Whether O_DIRECT can take `iov` at `offset` as it is.
+    fn direct_ok(&self, iov: &[libc::iovec], offset: u64) -> bool {
+        !self.direct
+            || (offset as usize % DIRECT_ALIGN == 0
+                && iov.iter().all(|v| {
+                    v.iov_base as usize % DIRECT_ALIGN == 0 && v.iov_len % DIRECT_ALIGN == 0
+                }))
+    }
+
+    /// O_DIRECT path for unaligned reads: through an aligned bounce buffer.
+    fn bounce_read(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
+        let span = Bounce::new(offset, iov_len(bufs) as usize, self.size);
+        let mut bounce = AlignedBuf::new(span.total);
+        self.file
+            .read_exact_at(bounce.get_mut(..span.in_file), span.start)?;
+        let mut pos = span.head;
+        for buf in bufs {
+            buf.copy_from(bounce.get_mut(pos..));
+            pos += buf.len();
+        }
+        Ok(())
+    }
+
+    /// O_DIRECT path for unaligned writes: read-modify-write through an aligned bounce buffer;
+    /// `fill` copies the data into the slice it is given (exactly `len` bytes).
+    fn bounce_write(
+        &self,
+        offset: u64,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), StorageError> {
+        let span = Bounce::new(offset, len, self.size);
+        let mut bounce = AlignedBuf::new(span.total);
+        if span.head != 0 || len != span.total {
+            self.file
+                .read_exact_at(bounce.get_mut(..span.in_file), span.start)?;
+        }
+        fill(bounce.get_mut(span.head..span.head + len));
+        self.file
+            .write_all_at(bounce.get_mut(..span.in_file), span.start)?;
+        Ok(())
+    }
 }
 
-/// Converts buffers into iovecs, `IOV_MAX` at a time.
-fn to_iovecs(ptrs: impl Iterator<Item = (*mut u8, usize)>) -> Vec<libc::iovec> {
-    ptrs.map(|(p, l)| libc::iovec {
-        iov_base: p.cast(),
-        iov_len: l,
-    })
-    .collect()
+/// The aligned file range around `len` bytes at `offset`: where it starts, where the data
+/// starts in it, its length, and how much of it lies inside a file of `size` bytes.
+struct Bounce {
+    start: u64,
+    head: usize,
+    total: usize,
+    in_file: usize,
+}
+
+impl Bounce {
+    fn new(offset: u64, len: usize, size: u64) -> Self {
+        let start = offset - offset % DIRECT_ALIGN as u64;
+        let head = (offset - start) as usize;
+        let total = (head + len).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        Self {
+            start,
+            head,
+            total,
+            in_file: total.min(size.saturating_sub(start) as usize),
+        }
+    }
+}
+
+/// A zeroed buffer whose start is aligned for O_DIRECT (an over-allocated `Vec`).
+struct AlignedBuf {
+    v: Vec<u8>,
+    at: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let v = vec![0u8; len + DIRECT_ALIGN];
+        let at = v.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+        Self { v, at }
+    }
+
+    /// Bytes `range` of the aligned buffer (empty when out of range, which the callers rule
+    /// out by construction).
+    fn get_mut(&mut self, range: impl std::ops::RangeBounds<usize>) -> &mut [u8] {
+        use std::ops::Bound;
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e + 1,
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => self.v.len() - self.at,
+        };
+        self.v
+            .get_mut(self.at + start..self.at + end)
+            .unwrap_or_default()
+    }
+}
+
+/// The iovecs of `bufs` (empty buffers left out), where the kernel reads or writes them.
+fn iovecs(bufs: &[IoBuf<'_>]) -> Iovecs {
+    bufs.iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| libc::iovec {
+            iov_base: b.ptr_guard_mut().as_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect()
 }
 
 /// Drops `n` bytes from the front of `iov`, returning the index of the first remaining buffer.
 fn advance(iov: &mut [libc::iovec], mut n: usize, mut first: usize) -> usize {
-    while first < iov.len() && n >= iov[first].iov_len {
-        n -= iov[first].iov_len;
+    while let Some(v) = iov.get_mut(first) {
+        if n < v.iov_len {
+            // Pointer arithmetic only: the kernel is the one to use the pointer.
+            v.iov_base = v.iov_base.cast::<u8>().wrapping_add(n).cast();
+            v.iov_len -= n;
+            break;
+        }
+        n -= v.iov_len;
         first += 1;
-    }
-    if first < iov.len() && n > 0 {
-        // SAFETY: `n` is smaller than this buffer's length, so the pointer stays inside it.
-        iov[first].iov_base = unsafe { iov[first].iov_base.cast::<u8>().add(n) }.cast();
-        iov[first].iov_len -= n;
     }
     first
 }
+
+/// `preadv` or `pwritev`.
+type VectoredOp =
+    unsafe extern "C" fn(libc::c_int, *const libc::iovec, libc::c_int, libc::off_t) -> isize;
 
 /// Runs `op` (preadv or pwritev) until every byte is moved. A short read at end of file is an
 /// error: the caller checked the range, so it means the file shrank under us.
 fn transfer(
     fd: libc::c_int,
-    mut iov: Vec<libc::iovec>,
+    iov: &mut [libc::iovec],
     mut offset: u64,
-    op: unsafe extern "C" fn(libc::c_int, *const libc::iovec, libc::c_int, libc::off_t) -> isize,
+    op: VectoredOp,
 ) -> std::io::Result<()> {
     let mut first = 0;
-    while first < iov.len() {
-        let cnt = (iov.len() - first).min(IOV_MAX);
-        // SAFETY: every iovec points into a live buffer borrowed by the caller for this call,
-        // and `first..first+cnt` is inside the vector.
-        let r = unsafe {
-            op(
-                fd,
-                iov[first..].as_ptr(),
-                cnt as libc::c_int,
-                offset as libc::off_t,
-            )
-        };
+    while let Some(rest) = iov.get(first..).filter(|r| !r.is_empty()) {
+        let cnt = rest.len().min(IOV_MAX);
+        // SAFETY: `rest` holds `cnt` or more iovecs, none empty, each describing bytes of a
+        // buffer the caller borrows for this call: an `IoBuf` (a vm-memory VolatileSlice,
+        // valid for reads and writes of its length while it lives; its pointer guard holds
+        // nothing, see the assertion at the top) or, for `write_at`, the caller's own byte
+        // slice, which only pwritev sees and only reads. The kernel copies with
+        // copy_{to,from}_user: no Rust reference to that memory exists, so the guest changing
+        // it meanwhile is no undefined behaviour here, only data it chose to race with.
+        let r = unsafe { op(fd, rest.as_ptr(), cnt as libc::c_int, offset as libc::off_t) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -182,84 +288,13 @@ fn transfer(
             }
             return Err(e);
         }
-        if r == 0 && iov[first..].iter().any(|v| v.iov_len > 0) {
+        if r == 0 {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
         }
         offset += r as u64;
-        first = advance(&mut iov, r as usize, first);
+        first = advance(iov, r as usize, first);
     }
     Ok(())
-}
-
-/// A zeroed buffer aligned for O_DIRECT.
-struct AlignedBuf {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl AlignedBuf {
-    fn new(len: usize) -> Self {
-        let layout = std::alloc::Layout::from_size_align(len.max(DIRECT_ALIGN), DIRECT_ALIGN)
-            .expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Self { ptr, layout }
-    }
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` is a live allocation of `layout.size()` bytes owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
-impl FileStorage {
-    /// O_DIRECT path for unaligned requests: read-modify-write through an aligned bounce buffer.
-    fn bounce_read(&self, bufs: &mut [IoSliceMut<'_>], offset: u64) -> Result<(), StorageError> {
-        let len = iov_len(bufs) as usize;
-        let start = offset - offset % DIRECT_ALIGN as u64;
-        let head = (offset - start) as usize;
-        let total = (head + len).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-        let mut bounce = AlignedBuf::new(total);
-        let b = bounce.as_mut_slice();
-        self.file
-            .read_exact_at(&mut b[..total.min((self.size - start) as usize)], start)?;
-        let mut pos = head;
-        for buf in bufs.iter_mut() {
-            let n = buf.len();
-            buf.copy_from_slice(&b[pos..pos + n]);
-            pos += n;
-        }
-        Ok(())
-    }
-
-    fn bounce_write(&self, bufs: &[IoSlice<'_>], offset: u64) -> Result<(), StorageError> {
-        let len = iov_len(bufs) as usize;
-        let start = offset - offset % DIRECT_ALIGN as u64;
-        let head = (offset - start) as usize;
-        let total = (head + len).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-        let in_file = total.min((self.size - start) as usize);
-        let mut bounce = AlignedBuf::new(total);
-        let b = bounce.as_mut_slice();
-        if head != 0 || len != total {
-            self.file.read_exact_at(&mut b[..in_file], start)?;
-        }
-        let mut pos = head;
-        for buf in bufs {
-            b[pos..pos + buf.len()].copy_from_slice(buf);
-            pos += buf.len();
-        }
-        self.file.write_all_at(&b[..in_file], start)?;
-        Ok(())
-    }
 }
 
 impl Storage for FileStorage {
@@ -271,30 +306,64 @@ impl Storage for FileStorage {
         self.read_only
     }
 
-    fn read_vectored_at(
-        &self,
-        bufs: &mut [IoSliceMut<'_>],
-        offset: u64,
-    ) -> Result<(), StorageError> {
+    fn read_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
         check_range(offset, iov_len(bufs), self.size)?;
-        if self.direct && !self.direct_aligned(bufs, offset) {
+        let mut iov = iovecs(bufs);
+        if !self.direct_ok(&iov, offset) {
             return self.bounce_read(bufs, offset);
         }
-        let iov = to_iovecs(bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())));
-        Ok(transfer(self.file.as_raw_fd(), iov, offset, libc::preadv)?)
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            libc::preadv,
+        )?)
     }
 
-    fn write_vectored_at(&self, bufs: &[IoSlice<'_>], offset: u64) -> Result<(), StorageError> {
+    fn write_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
         if self.read_only {
             return Err(StorageError::ReadOnly);
         }
-        check_range(offset, iov_len(bufs), self.size)?;
-        if self.direct && !self.direct_aligned(bufs, offset) {
-            return self.bounce_write(bufs, offset);
+        let len = iov_len(bufs);
+        check_range(offset, len, self.size)?;
+        let mut iov = iovecs(bufs);
+        if !self.direct_ok(&iov, offset) {
+            return self.bounce_write(offset, len as usize, |mut dst| {
+                for b in bufs {
+                    let n = b.copy_to(dst);
+                    dst = dst.get_mut(n..).unwrap_or_default();
+                }
+            });
         }
-        let iov = to_iovecs(bufs.iter().map(|b| (b.as_ptr().cast_mut(), b.len())));
-        // pwritev only reads through the pointers; the cast satisfies the shared iovec type.
-        Ok(transfer(self.file.as_raw_fd(), iov, offset, pwritev_ffi)?)
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            pwritev_ffi,
+        )?)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::ReadOnly);
+        }
+        check_range(offset, buf.len() as u64, self.size)?;
+        // pwritev only reads through the pointer; the cast satisfies the shared iovec type.
+        let mut iov: Iovecs = std::iter::once(libc::iovec {
+            iov_base: buf.as_ptr().cast_mut().cast(),
+            iov_len: buf.len(),
+        })
+        .filter(|v| v.iov_len > 0)
+        .collect();
+        if !self.direct_ok(&iov, offset) {
+            return self.bounce_write(offset, buf.len(), |dst| dst.copy_from_slice(buf));
+        }
+        Ok(transfer(
+            self.file.as_raw_fd(),
+            &mut iov,
+            offset,
+            pwritev_ffi,
+        )?)
     }
 
     fn flush(&self) -> Result<(), StorageError> {
@@ -307,11 +376,7 @@ impl Storage for FileStorage {
         }
         check_range(offset, len, self.size)?;
         // A discard is advisory: if the file system cannot punch holes, keep the data.
-        match self.fallocate(
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            offset,
-            len,
-        ) {
+        match self.fallocate(FallocateMode::PunchHole, offset, len) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(()),
             Err(e) => Err(e.into()),
@@ -324,9 +389,9 @@ impl Storage for FileStorage {
         }
         check_range(offset, len, self.size)?;
         let mode = if may_unmap {
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+            FallocateMode::PunchHole
         } else {
-            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
+            FallocateMode::ZeroRange
         };
         match self.fallocate(mode, offset, len) {
             Ok(()) => Ok(()),
@@ -365,15 +430,40 @@ mod tests {
         let path = dir.path().join("disk.img");
         let s = FileStorage::open(&path, Some(1 << 20), false, false).unwrap();
         assert_eq!(s.size(), 1 << 20);
-        let a = pattern(512, 1);
-        let b = pattern(1536, 2);
-        s.write_vectored_at(&[IoSlice::new(&a), IoSlice::new(&b)], 4096)
+        let (mut a, mut b) = (pattern(512, 1), pattern(1536, 2));
+        let (a0, b0) = (a.clone(), b.clone());
+        s.write_vectored_at(&[IoBuf::from(&mut a[..]), IoBuf::from(&mut b[..])], 4096)
             .unwrap();
+        let (a, b) = (a0, b0);
         let mut out = vec![0u8; 2048];
         s.read_at(&mut out, 4096).unwrap();
         assert_eq!(&out[..512], &a[..]);
         assert_eq!(&out[512..], &b[..]);
         assert!(s.read_at(&mut out, (1 << 20) - 1024).is_err());
+    }
+
+    #[test]
+    fn more_buffers_than_iov_max_and_short_transfers() {
+        let s = FileStorage::memfd(1 << 20).unwrap();
+        let mut data = pattern(3000 * 7, 3);
+        let want = data.clone();
+        let bufs: Vec<IoBuf<'_>> = data.chunks_mut(7).map(IoBuf::from).collect();
+        assert_eq!(bufs.len(), 3000);
+        s.write_vectored_at(&bufs, 100).unwrap();
+        let mut back = vec![0u8; want.len()];
+        let mut parts: Vec<&mut [u8]> = back.chunks_mut(5).collect();
+        parts.insert(1, &mut []);
+        let bufs: Vec<IoBuf<'_>> = parts.into_iter().map(IoBuf::from).collect();
+        s.read_vectored_at(&bufs, 100).unwrap();
+        assert_eq!(back, want);
+        let mut iov = [(0usize, 4usize), (0, 4), (0, 4)].map(|(p, l)| libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: l,
+        });
+        assert_eq!(advance(&mut iov, 6, 0), 1);
+        assert_eq!((iov[1].iov_base as usize, iov[1].iov_len), (2, 2));
+        assert_eq!(advance(&mut iov, 2, 1), 2);
+        assert_eq!(advance(&mut iov, 4, 2), 3);
     }
 
     #[test]
@@ -417,7 +507,9 @@ mod tests {
 
     #[test]
     fn direct_io_bounces_unaligned_requests() {
-        let dir = tempfile::tempdir().unwrap();
+        // Not the temp dir: it is often a tmpfs, which has no O_DIRECT.
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
+        let dir = tempfile::tempdir_in(target).unwrap();
         let path = dir.path().join("direct.img");
         let s = match FileStorage::open(&path, Some(1 << 20), true, false) {
             Ok(s) => s,
@@ -434,5 +526,20 @@ mod tests {
         let mut out = vec![0u8; 1000];
         s.read_at(&mut out, 700).unwrap();
         assert_eq!(out, data);
+        // Vectored and unaligned, across a 4 KiB boundary, at the end of the file.
+        let mut v = pattern(6000, 4);
+        let want = v.clone();
+        let (x, y) = v.split_at_mut(1234);
+        let end = (1 << 20) - 6000;
+        s.write_vectored_at(&[IoBuf::from(x), IoBuf::from(y)], end)
+            .unwrap();
+        let mut back = vec![0u8; 6000];
+        let (x, y) = back.split_at_mut(4000);
+        s.read_vectored_at(&[IoBuf::from(x), IoBuf::from(y)], end)
+            .unwrap();
+        assert_eq!(back, want);
+        let mut before = vec![0u8; 1000];
+        s.read_at(&mut before, 700).unwrap();
+        assert_eq!(before, data, "the bounce kept the bytes around the write");
     }
 }

@@ -1,18 +1,29 @@
-//! Storage behind a device personality: positional, vectored I/O on plain buffers.
+//! Storage behind a device personality: positional, vectored I/O on [`IoBuf`]s.
 //!
-//! Nothing here knows about virtio or SCSI. Every backend is shared by all request queues
-//! (`&self` methods, no lock on the I/O path): the file backend uses `preadv`/`pwritev` on one
-//! shared descriptor, `null` touches no memory at all, and `mem` is a file backend over a memfd.
+//! Rules:
+//! 1. Nothing here knows about virtio or SCSI. Every backend is shared by all request queues
+//!    (`&self` methods, no lock on the I/O path): the file backend uses `preadv`/`pwritev` on
+//!    one shared descriptor, `null` touches no memory beyond its zero fill, and `mem` is a file
+//!    backend over a memfd.
+//! 2. The buffers are vm-memory `VolatileSlice`s, usually guest memory that the guest may change
+//!    at any moment: they are only ever handed to the kernel (`preadv`/`pwritev`) or copied with
+//!    vm-memory's volatile copies, never seen as a Rust reference. The backend's own buffers
+//!    take part through `VolatileSlice::from(&mut [u8])` ([`Storage::read_at`]) or
+//!    [`Storage::write_at`].
+//! 3. A read or write moves every byte of the buffers or fails; the range is checked against
+//!    the size first ([`check_range`]).
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 mod file;
 mod null;
 
-use std::io::{IoSlice, IoSliceMut};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use file::FileStorage;
 pub use null::NullStorage;
+use vm_memory::VolatileSlice;
 
 /// Errors of the storage layer. Personalities map them to a device status (IOERR, MEDIUM ERROR).
 #[derive(Debug, thiserror::Error)]
@@ -43,13 +54,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Whether writes are refused.
     fn read_only(&self) -> bool;
     /// Fill all of `bufs` from `offset`. The range must lie inside the storage.
-    fn read_vectored_at(
-        &self,
-        bufs: &mut [IoSliceMut<'_>],
-        offset: u64,
-    ) -> Result<(), StorageError>;
-    /// Write all of `bufs` at `offset`. The range must lie inside the storage.
-    fn write_vectored_at(&self, bufs: &[IoSlice<'_>], offset: u64) -> Result<(), StorageError>;
+    fn read_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError>;
+    /// Write all of `bufs` at `offset` (only reading them). The range must lie inside the
+    /// storage.
+    fn write_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError>;
+    /// Write all of `buf` (the backend's own bytes) at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError>;
     /// Make completed writes durable.
     fn flush(&self) -> Result<(), StorageError>;
     /// Drop the data of a range (reads may return anything afterwards; ours return zeros).
@@ -57,15 +67,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Make a range read back as zeros; `may_unmap` allows deallocating it.
     fn write_zeroes(&self, offset: u64, len: u64, may_unmap: bool) -> Result<(), StorageError>;
 
-    /// Convenience for single buffers (tests, SCSI emulation of small commands).
+    /// Reads into one buffer of the backend's own (tests, SCSI emulation of small commands).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), StorageError> {
-        self.read_vectored_at(&mut [IoSliceMut::new(buf)], offset)
-    }
-    /// Convenience for single buffers.
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError> {
-        self.write_vectored_at(&[IoSlice::new(buf)], offset)
+        self.read_vectored_at(&[IoBuf::from(buf)], offset)
     }
 }
+
+/// A buffer of vectored storage I/O: guest memory (or a buffer of the backend's own) under
+/// vm-memory's volatile access, without a dirty-page bitmap.
+pub type IoBuf<'a> = VolatileSlice<'a, ()>;
 
 /// Checks that `offset..offset+len` lies inside `size` without overflowing.
 pub fn check_range(offset: u64, len: u64, size: u64) -> Result<(), StorageError> {
@@ -76,7 +86,7 @@ pub fn check_range(offset: u64, len: u64, size: u64) -> Result<(), StorageError>
 }
 
 /// Total length of a set of buffers.
-pub fn iov_len<T: std::ops::Deref<Target = [u8]>>(bufs: &[T]) -> u64 {
+pub fn iov_len(bufs: &[IoBuf<'_>]) -> u64 {
     bufs.iter().map(|b| b.len() as u64).sum()
 }
 

@@ -36,11 +36,11 @@ use rand_chacha::ChaCha8Rng;
 
 use std::sync::atomic::Ordering;
 use vhost_blk::completion::now_ns;
-use vhost_blk::frontend::scsi::FIRST_REQUEST_QUEUE;
-use vhost_blk::frontend::{
+use vhost_blk::stats::Hist;
+use vhost_blk_frontend::scsi::FIRST_REQUEST_QUEUE;
+use vhost_blk_frontend::{
     scsi_connect_options, ConnectOptions, Connection, FrontendError, QueueHandle,
 };
-use vhost_blk::stats::Hist;
 
 use args::{Args, Client, Device, Pattern};
 use report::{line, report_of, Report};

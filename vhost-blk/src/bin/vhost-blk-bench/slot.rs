@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use vhost_blk::frontend::scsi::{rw_cdb, DataDir};
-use vhost_blk::frontend::{BlkRequest, Buf, FrontendError, GuestRam, QueueHandle, ScsiRequest};
+use vhost_blk_frontend::scsi::{rw_cdb, DataDir};
+use vhost_blk_frontend::{BlkRequest, Buf, FrontendError, GuestRam, QueueHandle, ScsiRequest};
 
 pub(crate) enum Slot {
     Blk(BlkRequest),

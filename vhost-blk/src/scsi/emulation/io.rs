@@ -1,32 +1,30 @@
-//! Scatter/gather helpers over the caller's buffers. Nothing here ever touches a byte outside
-//! the buffers it was given, nor allocates for a command with up to [`INLINE_SLICES`] buffers.
+//! Scatter/gather helpers over the initiator's buffers: vm-memory volatile slices (guest memory
+//! under the virtio layer), copied with vm-memory's volatile copies or handed to storage as
+//! they are. Nothing here ever touches a byte outside the buffers it was given, nor allocates
+//! for a command with up to [`INLINE_SLICES`] buffers.
 
-use std::io::{IoSlice, IoSliceMut};
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use smallvec::SmallVec;
 
-use crate::storage::{Storage, StorageError};
+use crate::storage::{IoBuf, Storage, StorageError};
 
 /// Slices kept inline (no allocation) when a command uses part of the buffers.
 pub(crate) const INLINE_SLICES: usize = 8;
 
 /// The data-in side of a command: the initiator's buffers and how much has been written.
 pub(crate) struct DataIn<'a, 'b> {
-    bufs: &'a mut [IoSliceMut<'b>],
+    bufs: &'a [IoBuf<'b>],
     cap: usize,
     written: usize,
     overrun: bool,
 }
 
 impl<'a, 'b> DataIn<'a, 'b> {
-    pub fn new(bufs: &'a mut [IoSliceMut<'b>]) -> Self {
-        let cap = bufs
-            .iter()
-            .map(|b| b.len())
-            .fold(0usize, usize::saturating_add);
+    pub fn new(bufs: &'a [IoBuf<'b>]) -> Self {
         Self {
             bufs,
-            cap,
+            cap: out_len(bufs),
             written: 0,
             overrun: false,
         }
@@ -56,19 +54,21 @@ impl<'a, 'b> DataIn<'a, 'b> {
             self.overrun = true;
         }
         let mut done = 0;
-        for b in self.bufs.iter_mut() {
+        for b in self.bufs {
             if done == n {
                 break;
             }
             let k = b.len().min(n - done);
-            b[..k].copy_from_slice(&data[done..done + k]);
+            if let Some(src) = data.get(done..done + k) {
+                b.copy_from(src);
+            }
             done += k;
         }
         self.written = n;
     }
 
     /// Reads `len` bytes (which must fit the buffers) from `storage` at `offset` into the start
-    /// of the buffers.
+    /// of the buffers, straight from storage into them.
     pub fn read_storage(
         &mut self,
         storage: &dyn Storage,
@@ -79,27 +79,15 @@ impl<'a, 'b> DataIn<'a, 'b> {
         if len == self.cap {
             storage.read_vectored_at(self.bufs, offset)?;
         } else {
-            let mut rest = len;
-            let mut part: SmallVec<[IoSliceMut<'_>; INLINE_SLICES]> = SmallVec::new();
-            for b in self.bufs.iter_mut() {
-                if rest == 0 {
-                    break;
-                }
-                let k = b.len().min(rest);
-                if k > 0 {
-                    part.push(IoSliceMut::new(&mut b[..k]));
-                }
-                rest -= k;
-            }
-            storage.read_vectored_at(&mut part, offset)?;
+            storage.read_vectored_at(&prefix(self.bufs, len), offset)?;
         }
         self.written = len;
         Ok(())
     }
 }
 
-/// Total length of data-out buffers (saturating).
-pub(crate) fn out_len(bufs: &[IoSlice<'_>]) -> usize {
+/// Total length of a list of buffers (saturating).
+pub(crate) fn out_len(bufs: &[IoBuf<'_>]) -> usize {
     bufs.iter()
         .map(|b| b.len())
         .fold(0usize, usize::saturating_add)
@@ -107,7 +95,7 @@ pub(crate) fn out_len(bufs: &[IoSlice<'_>]) -> usize {
 
 /// Copies data-out bytes starting at `offset` into `dst`; returns how many were copied (less
 /// than `dst.len()` only when the buffers end first).
-pub(crate) fn gather(bufs: &[IoSlice<'_>], mut offset: usize, dst: &mut [u8]) -> usize {
+pub(crate) fn gather(bufs: &[IoBuf<'_>], mut offset: usize, dst: &mut [u8]) -> usize {
     let mut done = 0;
     for b in bufs {
         if done == dst.len() {
@@ -117,21 +105,17 @@ pub(crate) fn gather(bufs: &[IoSlice<'_>], mut offset: usize, dst: &mut [u8]) ->
             offset -= b.len();
             continue;
         }
-        let src = &b[offset..];
+        if let (Ok(src), Some(d)) = (b.offset(offset), dst.get_mut(done..)) {
+            done += src.copy_to(d);
+        }
         offset = 0;
-        let k = src.len().min(dst.len() - done);
-        dst[done..done + k].copy_from_slice(&src[..k]);
-        done += k;
     }
     done
 }
 
-/// The first `len` bytes of the data-out buffers as a list of slices (borrowing, no copy;
-/// inline, without allocating, up to [`INLINE_SLICES`] slices).
-pub(crate) fn out_prefix<'c>(
-    bufs: &'c [IoSlice<'_>],
-    len: usize,
-) -> SmallVec<[IoSlice<'c>; INLINE_SLICES]> {
+/// The first `len` bytes of `bufs` as a list of slices (no copy; inline, without allocating,
+/// up to [`INLINE_SLICES`] slices).
+pub(crate) fn prefix<'b>(bufs: &[IoBuf<'b>], len: usize) -> SmallVec<[IoBuf<'b>; INLINE_SLICES]> {
     let mut rest = len;
     let mut part = SmallVec::new();
     for b in bufs {
@@ -139,8 +123,10 @@ pub(crate) fn out_prefix<'c>(
             break;
         }
         let k = b.len().min(rest);
-        if k > 0 {
-            part.push(IoSlice::new(&b[..k]));
+        if let Ok(s) = b.subslice(0, k) {
+            if k > 0 {
+                part.push(s);
+            }
         }
         rest -= k;
     }
@@ -156,8 +142,8 @@ mod tests {
     fn put_truncates_to_allocation_and_buffers() {
         let mut a = [0xffu8; 3];
         let mut b = [0xffu8; 4];
-        let mut bufs = [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)];
-        let mut d = DataIn::new(&mut bufs);
+        let bufs = [IoBuf::from(&mut a[..]), IoBuf::from(&mut b[..])];
+        let mut d = DataIn::new(&bufs);
         d.put(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 5);
         assert_eq!(d.written(), 5);
         assert!(!d.overrun());
@@ -170,14 +156,17 @@ mod tests {
 
     #[test]
     fn gather_and_prefix_cross_buffers() {
-        let a = [1u8, 2, 3];
-        let b = [4u8, 5];
-        let bufs = [IoSlice::new(&a), IoSlice::new(&[]), IoSlice::new(&b)];
+        let (mut a, mut e, mut b) = ([1u8, 2, 3], [0u8; 0], [4u8, 5]);
+        let bufs = [
+            IoBuf::from(&mut a[..]),
+            IoBuf::from(&mut e[..]),
+            IoBuf::from(&mut b[..]),
+        ];
         let mut dst = [0u8; 4];
         assert_eq!(gather(&bufs, 2, &mut dst), 3);
         assert_eq!(&dst[..3], &[3, 4, 5]);
         assert_eq!(gather(&bufs, 9, &mut dst), 0);
-        let p = out_prefix(&bufs, 4);
+        let p = prefix(&bufs, 4);
         assert_eq!(p.iter().map(|s| s.len()).collect::<Vec<_>>(), vec![3, 1]);
         assert!(!p.spilled());
         assert_eq!(out_len(&bufs), 5);
@@ -187,8 +176,8 @@ mod tests {
     fn partial_read_fills_only_the_prefix() {
         let s = NullStorage::new(4096);
         let mut a = [0xaau8; 8];
-        let mut bufs = [IoSliceMut::new(&mut a)];
-        let mut d = DataIn::new(&mut bufs);
+        let bufs = [IoBuf::from(&mut a[..])];
+        let mut d = DataIn::new(&bufs);
         d.read_storage(&s, 0, 5).unwrap();
         assert_eq!(d.written(), 5);
         assert_eq!(a, [0, 0, 0, 0, 0, 0xaa, 0xaa, 0xaa]);

@@ -46,12 +46,11 @@ mod tests;
 pub(crate) mod testutil;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::storage::{Storage, StorageError};
+use crate::storage::{IoBuf, Storage, StorageError};
 
 pub use identity::{
     Identity, IdentityError, LunError, ScanLatency, DEFAULT_PRODUCT, DEFAULT_REVISION,
@@ -237,7 +236,7 @@ impl Lun {
 /// One command in flight: the CDB and the buffers.
 pub(crate) struct Cmd<'c, 'a, 'b> {
     pub cdb: &'c [u8],
-    pub data_out: &'c [IoSlice<'c>],
+    pub data_out: &'c [IoBuf<'c>],
     pub data_in: DataIn<'a, 'b>,
     /// Data-out bytes the command consumed.
     pub out_used: usize,
@@ -384,13 +383,14 @@ impl Target {
         self.luns.keys().copied()
     }
 
-    /// Runs `cdb` against LUN `lun` of this target.
+    /// Runs `cdb` against LUN `lun` of this target, with the initiator's data-out buffers
+    /// (only read) and data-in buffers (written from their start).
     pub fn execute(
         &self,
         lun: u16,
         cdb: &[u8],
-        data_out: &[IoSlice<'_>],
-        data_in: &mut [IoSliceMut<'_>],
+        data_out: &[IoBuf<'_>],
+        data_in: &[IoBuf<'_>],
     ) -> Response {
         let out_len = io::out_len(data_out);
         let mut cmd = Cmd {

@@ -1,7 +1,7 @@
 //! READ/WRITE(6/10/12/16), VERIFY(10/16) and SYNCHRONIZE CACHE(10/16).
 
 use super::cdb::*;
-use super::io::{gather, out_prefix};
+use super::io::{gather, prefix};
 use super::sense::{self, Sense};
 use super::{storage_sense, Cmd, Lun};
 
@@ -92,7 +92,7 @@ pub(crate) fn write(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
             lun.storage().write_vectored_at(cmd.data_out, off)
         } else {
             lun.storage()
-                .write_vectored_at(&out_prefix(cmd.data_out, n), off)
+                .write_vectored_at(&prefix(cmd.data_out, n), off)
         };
         res.map_err(|e| storage_sense(e, true))?;
         let fua = a.flags & 0x08 != 0;
@@ -187,8 +187,8 @@ mod tests {
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
     use super::*;
+    use crate::storage::IoBuf;
     use crate::storage::StorageSpec;
-    use std::io::{IoSlice, IoSliceMut};
 
     /// A READ or WRITE CDB of the given form (6, 10, 12 or 16).
     pub(crate) fn rw_cdb(write: bool, form: usize, lba: u64, blocks: u32) -> Vec<u8> {
@@ -254,12 +254,13 @@ mod tests {
     fn scattered_buffers() {
         let t = one_lun(512);
         let data = pattern(1024, 9);
-        let (a, b) = data.split_at(100);
+        let mut out = data.clone();
+        let (a, b) = out.split_at_mut(100);
         let r = t.execute(
             0,
             &rw_cdb(true, 10, 1, 2),
-            &[IoSlice::new(a), IoSlice::new(b)],
-            &mut [],
+            &[IoBuf::from(a), IoBuf::from(b)],
+            &[],
         );
         assert_good(&r);
         let mut x = vec![0u8; 700];
@@ -268,7 +269,7 @@ mod tests {
             0,
             &rw_cdb(false, 10, 1, 2),
             &[],
-            &mut [IoSliceMut::new(&mut x), IoSliceMut::new(&mut y)],
+            &[IoBuf::from(&mut x[..]), IoBuf::from(&mut y[..])],
         );
         assert_good(&r);
         assert_eq!(r.data_in_len, 1024);

@@ -1,13 +1,12 @@
 //! Tests of the dispatch, topology and robustness against random guest input.
 
-use std::io::{IoSlice, IoSliceMut};
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::cdb::*;
 use super::testutil::*;
 use super::*;
+use crate::storage::IoBuf;
 
 #[test]
 fn unsupported_opcodes_are_invalid_operation_code() {
@@ -175,17 +174,18 @@ fn random_cdbs_never_panic_or_overrun_buffers() {
     let mut good_ops = std::collections::BTreeSet::new();
     for i in 0..10_000 {
         let c = random_cdb(&mut rng);
-        let out = random_bufs(&mut rng);
+        let mut out = random_bufs(&mut rng);
         let mut inb = random_bufs(&mut rng);
         let guard: Vec<Vec<u8>> = inb.clone();
-        let out_slices: Vec<IoSlice<'_>> = out.iter().map(|b| IoSlice::new(b)).collect();
+        let out_guard: Vec<Vec<u8>> = out.clone();
         let in_cap: usize = inb.iter().map(Vec::len).sum();
         let out_cap: usize = out.iter().map(Vec::len).sum();
         let lun = [0u16, 1, 0, 1, 0, 1, 0, 1, 2, 16383][rng.gen_range(0..10)];
-        let mut in_slices: Vec<IoSliceMut<'_>> =
-            inb.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-        let r = t.execute(lun, &c, &out_slices, &mut in_slices);
-        drop(in_slices);
+        let out_slices: Vec<IoBuf<'_>> = out.iter_mut().map(|b| IoBuf::from(&mut b[..])).collect();
+        let in_slices: Vec<IoBuf<'_>> = inb.iter_mut().map(|b| IoBuf::from(&mut b[..])).collect();
+        let r = t.execute(lun, &c, &out_slices, &in_slices);
+        drop((in_slices, out_slices));
+        assert_eq!(out, out_guard, "case {i}: data-out buffers were written");
         assert!(r.data_in_len <= in_cap, "case {i}: {c:02x?} {r:?}");
         assert!(
             r.residual as usize <= in_cap + out_cap,

@@ -1,10 +1,9 @@
 //! Helpers for the target layer's tests: LUNs over RAM or null storage and command runners.
 
-use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 
 use super::*;
-use crate::storage::StorageSpec;
+use crate::storage::{IoBuf, StorageSpec};
 
 /// A LUN over a RAM disk of `size` bytes.
 pub fn mem_lun(id: u16, size: u64, block_size: u32) -> Lun {
@@ -42,7 +41,7 @@ pub fn one_lun(block_size: u32) -> Target {
 /// response and the bytes written.
 pub fn run_in(t: &Target, lun: u16, cdb: &[u8], in_len: usize) -> (Response, Vec<u8>) {
     let mut buf = vec![0xeeu8; in_len];
-    let resp = t.execute(lun, cdb, &[], &mut [IoSliceMut::new(&mut buf)]);
+    let resp = t.execute(lun, cdb, &[], &[IoBuf::from(&mut buf[..])]);
     assert!(resp.data_in_len <= in_len);
     buf.truncate(resp.data_in_len);
     (resp, buf)
@@ -50,7 +49,8 @@ pub fn run_in(t: &Target, lun: u16, cdb: &[u8], in_len: usize) -> (Response, Vec
 
 /// Runs a data-out command.
 pub fn run_out(t: &Target, lun: u16, cdb: &[u8], out: &[u8]) -> Response {
-    t.execute(lun, cdb, &[IoSlice::new(out)], &mut [])
+    let mut out = out.to_vec();
+    t.execute(lun, cdb, &[IoBuf::from(&mut out[..])], &[])
 }
 
 /// Asserts CHECK CONDITION with this key/ASC/ASCQ and fixed-format sense.

@@ -1,0 +1,162 @@
+//! What the fuzz targets share: a reader of the fuzzer's bytes, guest memory with a hole in it,
+//! an adversarial split ring (every descriptor, flag and index from the input, indirect tables
+//! in guest memory the input fills) and the check that a request wrote nothing outside the
+//! chain's device-writable buffers.
+//!
+//! Input layout of [`pop_chain`] (`make_seeds.py` writes seeds in it): head index (1 byte), then
+//! 16 descriptors of (selector: 1 byte; address: 8 bytes if the selector's bit 7 is set, else 2
+//! bytes times 4; length: 4 bytes if bit 6 is set, else 2; flags: 1 byte, low 3 bits; next: 1
+//! byte), then up to 4 KiB copied to guest addresses 0x1000 and 0x20000.
+
+use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+use virtio_queue::mock::MockSplitQueue;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+
+use vhost_blk::device::{Chain, ChainLimits};
+
+/// Descriptors in the ring.
+pub const QUEUE_SIZE: u16 = 16;
+/// Where the input's data goes in each region.
+pub const DATA_AT: [u64; 2] = [0x1000, 0x20000];
+/// Bytes of input data copied to each of [`DATA_AT`].
+pub const DATA_LEN: usize = 0x1000;
+
+/// The fuzzer's bytes, read front to back; zeros once they run out.
+pub struct Input<'a>(&'a [u8]);
+
+impl<'a> Input<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        Self(data)
+    }
+    pub fn take(&mut self, n: usize) -> &'a [u8] {
+        let (a, b) = self.0.split_at(n.min(self.0.len()));
+        self.0 = b;
+        a
+    }
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut b = [0u8; N];
+        let t = self.take(N);
+        b[..t.len()].copy_from_slice(t);
+        b
+    }
+    pub fn u8(&mut self) -> u8 {
+        self.array::<1>()[0]
+    }
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.array())
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.array())
+    }
+    pub fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.array())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn rest(&mut self) -> &'a [u8] {
+        self.take(self.0.len())
+    }
+}
+
+/// Guest RAM of two 64 KiB regions with a hole between them: [0, 0x10000) and
+/// [0x20000, 0x30000).
+pub fn guest_memory() -> GuestMemoryMmap<()> {
+    GuestMemoryMmap::from_ranges(&[
+        (GuestAddress(0), 0x10000),
+        (GuestAddress(0x20000), 0x10000),
+    ])
+    .expect("two small anonymous mappings")
+}
+
+/// Limits no chain exceeds: what a personality accepted, `guest_bufs` with these accepts too
+/// (for the writable length a completion may report).
+pub fn any_chain() -> ChainLimits {
+    ChainLimits {
+        seg_max: u32::MAX,
+        max_bytes: u64::MAX,
+        max_descs: usize::MAX,
+    }
+}
+
+/// A copy of all of guest RAM.
+pub fn snapshot(mem: &GuestMemoryMmap<()>) -> Vec<u8> {
+    let mut v = vec![0u8; 0x20000];
+    let (a, b) = v.split_at_mut(0x10000);
+    mem.read_slice(a, GuestAddress(0)).expect("region 0");
+    mem.read_slice(b, GuestAddress(0x20000)).expect("region 1");
+    v
+}
+
+/// Device-writable guest ranges of `chain` as offsets into a [`snapshot`] (a range that is not
+/// guest RAM is left out: nothing may be written there anyway).
+pub fn writable_ranges(chain: &Chain<'_>) -> Vec<(usize, usize)> {
+    chain
+        .clone()
+        .filter(|d| d.is_write_only())
+        .filter_map(|d| {
+            let (a, len) = (d.addr().0, u64::from(d.len()));
+            let end = a.checked_add(len)?;
+            let off = match a {
+                0..0x10000 if end <= 0x10000 => a,
+                0x20000..0x30000 if end <= 0x30000 => a - 0x10000,
+                _ => return None,
+            };
+            Some((off as usize, (off + len) as usize))
+        })
+        .collect()
+}
+
+/// Asserts that every byte that changed between `before` and `after` lies in `writable`.
+pub fn assert_only_writable_changed(before: &[u8], after: &[u8], writable: &[(usize, usize)]) {
+    // 256-byte chunks compared whole first (one memcmp each): byte by byte, every comparison
+    // would be a libFuzzer compare hook, and 128 Ki of them per input dominated the run time.
+    const CHUNK: usize = 256;
+    for (c, (a, b)) in before.chunks(CHUNK).zip(after.chunks(CHUNK)).enumerate() {
+        if a == b {
+            continue;
+        }
+        for (k, (x, y)) in a.iter().zip(b).enumerate() {
+            let i = c * CHUNK + k;
+            if x != y {
+                assert!(
+                    writable.iter().any(|&(s, e)| (s..e).contains(&i)),
+                    "byte {i:#x} outside the writable buffers changed ({x:#x} -> {y:#x}); writable {writable:x?}"
+                );
+            }
+        }
+    }
+}
+
+/// Writes the ring the input describes (see the module documentation) into `mem`, with its
+/// avail index at 1, and pops the chain at its head as a worker would.
+pub fn pop_chain<'m>(mem: &'m GuestMemoryMmap<()>, input: &mut Input<'_>) -> Option<Chain<'m>> {
+    let vq = MockSplitQueue::new(mem, QUEUE_SIZE);
+    let head = u16::from(input.u8()) % QUEUE_SIZE;
+    for i in 0..QUEUE_SIZE {
+        let sel = input.u8();
+        let addr = if sel & 0x80 != 0 {
+            input.u64()
+        } else {
+            u64::from(input.u16()) << 2
+        };
+        let len = if sel & 0x40 != 0 {
+            input.u32()
+        } else {
+            u32::from(input.u16())
+        };
+        let flags = u16::from(input.u8() & 0x7);
+        let next = u16::from(input.u8());
+        let d = SplitDescriptor::new(addr, len, flags, next);
+        vq.desc_table().store(i, RawDescriptor::from(d)).ok()?;
+    }
+    let data = input.take(DATA_LEN);
+    for at in DATA_AT {
+        mem.write_slice(data, GuestAddress(at)).ok()?;
+    }
+    vq.avail().ring().ref_at(0).ok()?.store(head);
+    vq.avail().idx().store(1);
+    let mut q: Queue = vq.create_queue().ok()?;
+    q.pop_descriptor_chain(mem)
+}
