@@ -73,8 +73,7 @@ pub struct DeviceBackend<P: Personality> {
     acked_features: AtomicU64,
     /// The workers' exit events (vhost-user-backend leaves their read ends open).
     exit_events: ExitEvents,
-    /// The queue whose answers wait for the request queues (`Personality::
-    /// completes_after_requests`), and its recovery gate (inflight rule 5).
+    /// The queue that `completes_after_requests`, and its recovery gate (inflight rule 5).
     gated: Option<usize>,
     gate: RecoveryGate,
 }
@@ -173,14 +172,16 @@ impl<P: Personality> DeviceBackend<P> {
     /// The relay saw SET_VRING_KICK for queue `q` (before passing it on): a request queue
     /// that will recover first holds the gated queue's recovery back (inflight rule 5).
     pub fn ring_starting(&self, q: usize) {
-        if Some(q) == self.gated || q < self.personality.first_request_queue() {
+        let Some(state) = self.queues.get(q) else {
             return;
-        }
-        if self.queues.get(q).is_some_and(|m| {
-            m.lock()
+        };
+        let request = q >= self.personality.first_request_queue() && Some(q) != self.gated;
+        if request
+            && state
+                .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .recovery_pending()
-        }) {
+        {
             self.gate.starting(q);
         }
     }
