@@ -5,6 +5,9 @@
 #
 # qemu-utils is pinned to bookworm's 7.2: a newer qemu-utils (e.g. 10.0 from backports) Breaks
 # qemu-system-common 7.2. The version is read from apt-cache at run time, not hard-coded.
+# QEMU 10 is not installed here: ci/fetch-qemu10.sh unpacks bookworm-backports' packages into
+# the cache beside 7.2 (ci/test.sh and `QEMU=10 ci/main-job.sh` run it); it needs the shared
+# libraries QEMU 7.2 brings, which this script installs.
 set -euo pipefail
 
 PKGS=(

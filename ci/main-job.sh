@@ -14,7 +14,8 @@
 # slice (Linux >= 6.12; an older host kernel gets nice alone), docs/results/verdict "A 0.1 ms
 # slice" and "short as the default"; nice: nice -19 alone, "Nice -19"; normal; rt),
 # BUILTIN=1 to add QEMU's built-in virtio-scsi as a reference column, OUT (default
-# results/seed000-<UTC time>), VB_CACHE (image cache, default .cache/).
+# results/seed000-<UTC time>), VB_CACHE (image cache, default .cache/), QEMU (7.2: the system's,
+# the default; 10: bookworm-backports' QEMU 10, fetched into the cache by ci/fetch-qemu10.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,11 @@ DESIGN=${DESIGN:-interleaved}
 HOST_SCHED=${HOST_SCHED:-short}
 BUILTIN=${BUILTIN:-0}
 OUT=${OUT:-results/seed000-$(date -u +%Y%m%dT%H%M%SZ)}
+QEMU=${QEMU:-}
+qemu_args=()
+if [ -n "$QEMU" ]; then
+    qemu_args=(--qemu "$QEMU")
+fi
 
 if [ "$(id -u)" = 0 ]; then
     ci/install-deps.sh
@@ -34,6 +40,9 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
     # shellcheck disable=SC1091
     . "$HOME/.cargo/env"
 fi
+if [ "${QEMU%%.*}" = 10 ]; then
+    ci/fetch-qemu10.sh
+fi
 cargo build --release -p vhost-blk -p guest-tests
 GT=target/release/guest-tests
 
@@ -43,11 +52,11 @@ IFS=, read -r -a kernel_list <<<"$KERNELS"
 "$GT" images build "${kernel_list[@]}"
 echo "== seed 000 on vhost-blk, $DESIGN design, host-sched $HOST_SCHED, $REPEAT boots per kernel ($(date -u +%H:%M:%S))"
 "$GT" run --kernels "$KERNELS" --suite seed000-lockwait --repeat "$REPEAT" --design "$DESIGN" \
-    --host-sched "$HOST_SCHED" --out "$OUT/vhost-blk" | grep --line-buffered -v '^|' || true
+    --host-sched "$HOST_SCHED" "${qemu_args[@]}" --out "$OUT/vhost-blk" | grep --line-buffered -v '^|' || true
 if [ "$BUILTIN" = 1 ]; then
     echo "== the same on QEMU's built-in virtio-scsi (reference column)"
     "$GT" run --kernels "$KERNELS" --suite seed000-lockwait-builtin --repeat "$REPEAT" \
-        --design "$DESIGN" --host-sched "$HOST_SCHED" --out "$OUT/builtin" |
+        --design "$DESIGN" --host-sched "$HOST_SCHED" "${qemu_args[@]}" --out "$OUT/builtin" |
         grep --line-buffered -v '^|' || true
     "$GT" report "$OUT/builtin" >/dev/null
 fi

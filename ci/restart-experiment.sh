@@ -1,35 +1,59 @@
 #!/usr/bin/env bash
-# Issue 15's goal: 10 backend kills in a row during fio crc32c verify on 8 queues over
-# vhost-user-blk (suite restart-verify-10), RUNS times. Each run is the booted test
-# guest-tests/tests/booted_restart.rs with VB_RESTART_SUITE=restart-verify-10: fio exit 0, no fio
-# job error, no I/O error / hung task in the guest's dmesg, all 10 kills done mid-fio, chains
-# resubmitted, backend fds/RSS and QEMU fds flat. Results: docs/results/restart/.
-# Takes ~2 min of CPU per run under TCG on 2 cores (5 min for a run that hangs: the suite's
-# timeout); run it under the shared CPU lock. Environment: RUNS (2), OUT (docs/results/restart),
-# RUN_BASE (run directories, default target/restart-experiment), VB_BACKEND_BIN (another backend
-# binary, e.g. an older build as a control).
+# Backend restarts, the goals of issues 15 and 35: 10 backend kills in a row during fio crc32c
+# verify on 8 queues, each kill once the backend's statistics show requests taken and not
+# completed (requests held 2 ms before their used entry is written, interrupts 1 ms more), for
+# each MODE (device:qemu), RUNS times. Each run is the booted test
+# guest-tests/tests/booted_restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
+# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then ci/restart_goals.py prints the goal table
+# (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every backend
+# instance, first and last) and whether each goal was met.
+#
+# Takes ~2-3 min of CPU per run under TCG on 2 cores (5 min for a run that hangs: the suite's
+# timeout); run it under the shared CPU lock. Environment: MODES (default "blk:7.2 blk:10
+# scsi:10"), RUNS (5), OUT (docs/results/restart-35), RUN_BASE (run directories, default
+# target/restart-experiment), VB_BACKEND_BIN (another backend binary, e.g. an older build as a
+# control), MIN_RESUBMITTED (50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${RUNS:-2}
-out=${OUT:-docs/results/restart}
+modes=${MODES:-blk:7.2 blk:10 scsi:10}
+runs=${RUNS:-5}
+out=${OUT:-docs/results/restart-35}
+min=${MIN_RESUBMITTED:-50}
 mkdir -p "$out"
+case "$modes" in *:10*) ci/fetch-qemu10.sh >/dev/null ;; esac
 cargo build -p vhost-blk
+cargo test -p guest-tests --test booted_restart --no-run
 failed=0
-for i in $(seq 1 "$runs"); do
-    dir="${RUN_BASE:-$PWD/target/restart-experiment}/run$i"
-    start=$(date +%s)
-    status=0
-    VB_RESTART_SUITE=restart-verify-10 VB_RESTART_DIR="$dir" \
-        cargo test -p guest-tests --test booted_restart fio_verify -- --nocapture \
-        2>&1 | tee "$out/run$i.log" || status=$?
-    echo "run $i: $(( $(date +%s) - start )) s wall, exit $status" | tee -a "$out/run$i.log"
-    [ "$status" = 0 ] || failed=$((failed + 1))
-    # Kept either way: a hung run's evidence is in its backend logs and console.
-    cp "$dir/restarts.json" "$out/run$i.restarts.json" 2>/dev/null || true
-    grep -h 'inflight requests of the previous backend' "$dir"/backend.*.log \
-        | sed 's/^[^ ]* *//' > "$out/run$i.resubmissions.txt" || true
-    cp "$dir/artifacts/fio.1-restart-verify-long.fio.json" "$out/run$i.fio.json" 2>/dev/null || true
-    tail -n 30 "$dir/console.log" > "$out/run$i.console-tail.txt" 2>/dev/null || true
+for mode in $modes; do
+    dev=${mode%%:*}
+    qemu=${mode##*:}
+    case "$dev" in
+        blk) suite=restart-verify-10 test=blk_restarts ;;
+        scsi) suite=restart-verify-scsi-10 test=scsi_restarts ;;
+        *) echo "restart-experiment: unknown device in MODES: $mode" >&2; exit 2 ;;
+    esac
+    for i in $(seq 1 "$runs"); do
+        name="$dev-qemu$qemu-run$i"
+        dir="${RUN_BASE:-$PWD/target/restart-experiment}/$name"
+        start=$(date +%s)
+        status=0
+        VB_QEMU=$qemu VB_RESTART_SUITE=$suite VB_RESTART_DIR="$dir" VB_RESTART_MIN_RESUBMITTED=$min \
+            cargo test -q -p guest-tests --test booted_restart "$test" -- --exact --nocapture \
+            >"$out/$name.log" 2>&1 || status=$?
+        wall=$(($(date +%s) - start))
+        echo "$name: $wall s wall, exit $status" | tee -a "$out/$name.log"
+        [ "$status" = 0 ] || failed=$((failed + 1))
+        # Kept either way: a failed run's evidence is in its backend logs and console.
+        printf '{"run": "%s", "exit": %d, "wall_s": %d}\n' "$name" "$status" "$wall" >"$out/$name.status.json"
+        cp "$dir/restarts.json" "$out/$name.restarts.json" 2>/dev/null || true
+        grep -h 'inflight requests of the previous backend' "$dir"/backend.*.log 2>/dev/null |
+            sed 's/^[^ ]* *//' >"$out/$name.resubmissions.txt" || true
+        cp "$dir/artifacts/fio.1-restart-verify-long.fio.json" "$out/$name.fio.json" 2>/dev/null || true
+        grep -iE 'i/o error|abort|blocked for more|offlined|call trace' "$dir/artifacts/dmesg" \
+            >"$out/$name.dmesg-bad.txt" 2>/dev/null || true
+        tail -n 30 "$dir/console.log" >"$out/$name.console-tail.txt" 2>/dev/null || true
+    done
 done
-echo "restart-experiment: $failed of $runs runs failed"
+python3 ci/restart_goals.py "$out" "$min"
+echo "restart-experiment: $failed failed runs"
 [ "$failed" = 0 ]

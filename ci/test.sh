@@ -24,6 +24,11 @@ else
     echo "not root: assuming ci/install-deps.sh was run" >&2
 fi
 
+# QEMU 10 beside the system's 7.2, for the tests that need QEMU >= 8.2 (the SCSI restart
+# test): three pinned packages from bookworm-backports unpacked into $VB_CACHE (~2 s, 13 MB).
+step "QEMU 10 (bookworm-backports, into the cache)"
+ci/fetch-qemu10.sh
+
 export CARGO_TERM_COLOR=never
 step "format"
 cargo fmt --all -- --check

@@ -209,6 +209,9 @@ pub struct SuiteSpec {
     pub grid: Option<cells::Grid>,
     /// Kill and restart the backend while the guest runs.
     pub restarts: Option<RestartSettings>,
+    /// Oldest QEMU the suite runs on, `MAJOR.MINOR` (e.g. `8.2`: vhost-user-scsi reconnect);
+    /// checked against the binary's version before a boot (launch::qemus, rule 3).
+    pub min_qemu: Option<String>,
 }
 
 /// `[restarts]`: the external backend is SIGKILLed `kills` times while the guest runs and
@@ -221,6 +224,10 @@ pub struct RestartSettings {
     pub first_after_s: f64,
     /// Seconds from one restart to the next kill.
     pub every_s: f64,
+    /// With N > 0, a due kill waits until the backend reports at least N requests taken and
+    /// not completed (its stats file, rewritten on SIGUSR1), at most 10 s (launch::restart).
+    #[serde(default)]
+    pub in_flight_at_least: u32,
 }
 
 fn default_size_mib() -> u64 {
@@ -394,6 +401,12 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
                 "[restarts]: kills in 1..=100, first_after_s and every_s seconds (every_s > 0)"
                     .into(),
             );
+        }
+    }
+    if let Some(v) = &s.min_qemu {
+        let num = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+        if !v.split_once('.').is_some_and(|(a, b)| num(a) && num(b)) {
+            return Err(format!("min_qemu {v:?} is not MAJOR.MINOR (e.g. \"8.2\")"));
         }
     }
     if s.steps.is_empty() {

@@ -72,8 +72,6 @@ fn blk_pattern_written_by_the_guest_is_in_the_image_file() {
             img_s.clone(),
             "--size".into(),
             "8M".into(),
-            "--num-queues".into(),
-            "8".into(),
         ];
     });
     assert_eq!(r.guest.disk.get("hctx").map(String::as_str), Some("8"));

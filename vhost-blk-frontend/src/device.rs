@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vhost::vhost_user::message::{
-    VhostUserConfigFlags, VhostUserProtocolFeatures, VhostUserVirtioFeatures,
+    VhostUserConfigFlags, VhostUserInflight, VhostUserProtocolFeatures, VhostUserVirtioFeatures,
 };
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VringConfigData};
@@ -29,6 +29,9 @@ pub struct ConnectOptions {
     pub mem_size: u64,
     /// Descriptors per queue kept out of normal allocation, for raw (malformed) chains.
     pub reserved_descriptors: u16,
+    /// Negotiate inflight tracking (INFLIGHT_SHMFD) if offered and, as QEMU does before the
+    /// rings are set up, ask for an area (GET_INFLIGHT_FD) and hand it back (SET_INFLIGHT_FD).
+    pub inflight: bool,
 }
 
 impl Default for ConnectOptions {
@@ -40,6 +43,7 @@ impl Default for ConnectOptions {
             indirect: true,
             mem_size: 64 << 20,
             reserved_descriptors: 0,
+            inflight: false,
         }
     }
 }
@@ -129,12 +133,29 @@ impl QueueHandle {
     }
 }
 
+/// GET_INFLIGHT_FD then SET_INFLIGHT_FD with the area received, as QEMU does on a first start.
+fn inflight_area(
+    frontend: &mut Frontend,
+    opts: &ConnectOptions,
+) -> Result<std::fs::File, FrontendError> {
+    let ask = VhostUserInflight::new(0, 0, opts.num_queues, opts.queue_size);
+    let (area, file) = frontend
+        .get_inflight_fd(&ask)
+        .map_err(vu("GET_INFLIGHT_FD"))?;
+    frontend
+        .set_inflight_fd(&area, file.as_raw_fd())
+        .map_err(vu("SET_INFLIGHT_FD"))?;
+    Ok(file)
+}
+
 /// A negotiated connection with all queues set up.
 pub struct Connection {
     frontend: Frontend,
     ram: Arc<GuestRam>,
     features: u64,
     queues: Vec<Option<QueueHandle>>,
+    /// The inflight area the backend gave (`ConnectOptions::inflight`), kept as QEMU keeps it.
+    inflight: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -164,10 +185,13 @@ impl Connection {
             let proto = frontend
                 .get_protocol_features()
                 .map_err(vu("GET_PROTOCOL_FEATURES"))?;
-            let want = VhostUserProtocolFeatures::MQ
+            let mut want = VhostUserProtocolFeatures::MQ
                 | VhostUserProtocolFeatures::CONFIG
                 | VhostUserProtocolFeatures::REPLY_ACK
                 | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+            if opts.inflight {
+                want |= VhostUserProtocolFeatures::INFLIGHT_SHMFD;
+            }
             frontend
                 .set_protocol_features(proto & want)
                 .map_err(vu("SET_PROTOCOL_FEATURES"))?;
@@ -184,6 +208,11 @@ impl Connection {
         frontend
             .set_features(features)
             .map_err(vu("SET_FEATURES"))?;
+        let inflight = if opts.inflight && has_proto {
+            Some(inflight_area(&mut frontend, opts)?)
+        } else {
+            None
+        };
         let ram = Arc::new(GuestRam::new(opts.mem_size)?);
         frontend
             .set_mem_table(&[ram.region_info()?])
@@ -242,7 +271,13 @@ impl Connection {
             ram,
             features,
             queues,
+            inflight,
         })
+    }
+
+    /// Whether the backend gave an inflight area (`ConnectOptions::inflight`).
+    pub fn has_inflight_area(&self) -> bool {
+        self.inflight.is_some()
     }
 
     /// Negotiated virtio features.

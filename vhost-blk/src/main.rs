@@ -42,6 +42,8 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // No colour codes in a log file or the journal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = vhost_blk::daemon::run(config) {
         eprintln!("vhost-blk: {e}");

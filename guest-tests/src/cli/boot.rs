@@ -1,5 +1,6 @@
 //! The flags of every command that boots guests (`run`, `bisect`, `judge`), declared once and
-//! checked once: which suite, how QEMU and the backend are started, the seed, the progress bar.
+//! checked once: which suite, which QEMU (`--qemu 7.2|10` or `--qemu-bin`, launch::qemus) and
+//! how it and the backend are started, the seed, the progress bar.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::launch::accel::AccelChoice;
-use crate::launch::backend;
+use crate::launch::{backend, qemu, qemus};
 use crate::suite::{self, Suite};
 
 #[derive(Args, Debug, Clone)]
@@ -21,8 +22,13 @@ pub struct BootArgs {
     /// vhost-blk binary (default: next to this executable).
     #[arg(long)]
     backend_bin: Option<PathBuf>,
-    #[arg(long, default_value = "qemu-system-x86_64")]
-    qemu_bin: PathBuf,
+    /// A QEMU binary (default: the system's qemu-system-x86_64; Debian 12: 7.2).
+    #[arg(long, conflicts_with = "qemu")]
+    qemu_bin: Option<PathBuf>,
+    /// A supported QEMU by version: 7.2 (the system's) or 10 (bookworm-backports, unpacked
+    /// into the cache by ci/fetch-qemu10.sh).
+    #[arg(long, value_name = "VERSION")]
+    qemu: Option<String>,
     /// Base seed; repeat r (or boot r of a step) uses seed + r.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -56,6 +62,14 @@ impl BootArgs {
         if timeout == 0 {
             return Err("--timeout must be positive".into());
         }
+        let qemu_bin = match (self.qemu_bin, self.qemu) {
+            (Some(p), _) => p,
+            (None, Some(v)) => qemus::resolve(&v, &crate::paths::cache_dir())?,
+            (None, None) => PathBuf::from(qemus::SYSTEM_QEMU),
+        };
+        if let Some(min) = suite.spec.min_qemu.as_deref() {
+            qemus::check_min(&suite.name, Some(min), &qemu::version(&qemu_bin)?)?;
+        }
         let backend_bin = match self.backend_bin {
             Some(p) if !p.is_file() => {
                 return Err(format!("--backend-bin {}: no such file", p.display()))
@@ -68,7 +82,7 @@ impl BootArgs {
             accel,
             timeout: Duration::from_secs(timeout),
             backend_bin,
-            qemu_bin: self.qemu_bin,
+            qemu_bin,
             seed: self.seed,
             progress: !self.no_progress,
         })

@@ -17,6 +17,7 @@ pub mod libvirt;
 pub mod placement;
 pub mod process;
 pub mod qemu;
+pub mod qemus;
 pub mod rerun;
 pub mod restart;
 pub mod sched;
@@ -279,6 +280,8 @@ pub fn run(
     let suite = &spec.suite;
     let variant = variant(spec)?;
     let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
+    let min = suite.spec.min_qemu.as_deref();
+    qemus::check_min(&suite.name, min, &qemu_version).map_err(LaunchError::Config)?;
     let disks = create_disk_images(suite, dir)?;
     let (socket, sock_dir) = socket_path(&spec.run_id, dir)?;
     let _ = std::fs::remove_file(&socket);
@@ -394,6 +397,7 @@ fn run_with_socket(
             b.clone(),
             socket,
             dir,
+            suite.spec.device,
         )),
         _ => None,
     };

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::qemus;
 use crate::suite::{BackendKind, Bios, Device, Storage, Suite};
 
 /// `-bios` image used for [`Bios::Qboot`].
@@ -134,8 +135,14 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
         "-numa",
         "node,memdev=mem",
     ]);
+    // An unpacked QEMU's own firmware directory first (qemus, rule 2).
+    let data_dir = qemus::own_data_dir(q.qemu_bin);
+    if let Some(d) = &data_dir {
+        push(&["-L", &p(d)]);
+    }
     if q.bios == Bios::Qboot {
-        push(&["-bios", QBOOT_ROM]);
+        let rom = data_dir.map_or_else(|| PathBuf::from(QBOOT_ROM), |d| d.join("qboot.rom"));
+        push(&["-bios", &p(&rom)]);
     }
     push(&["-display", "none", "-no-reboot", "-nodefaults"]);
     push(&["-serial", &format!("file:{}", p(&console_log(q.run_dir)))]);

@@ -16,14 +16,57 @@
 //! 3. The killed backend's stale socket is removed before the new one starts; the new one
 //!    must create its socket within [`super::BACKEND_START_LIMIT`], else the run fails.
 //! 4. Instance k (from 1) logs to `backend.k.log`.
+//! 5. With `in_flight_at_least = N`, a due kill first asks the backend for its statistics
+//!    (SIGUSR1 rewrites its stats file; read as soon as it changed, at most 200 ms later) and
+//!    happens only when they show at least N requests taken and not completed; otherwise the
+//!    next poll asks again, for at most [`GATE_LIMIT_S`], after which the kill happens anyway.
+//!    The count seen is recorded (`in_flight`).
+//! 6. At the end, each kill's record gets the chains the next instance resubmitted from the
+//!    inflight area (its log's "inflight requests of the previous backend" lines): on request
+//!    queues (`resubmitted`) and on the others (`resubmitted_other`: virtio-scsi's control and
+//!    event queues, vrings 0 and 1).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
 use super::process::Guarded;
-use crate::suite::RestartSettings;
+use crate::suite::{Device, RestartSettings};
+
+/// How long a due kill waits for requests in flight (rule 5).
+pub const GATE_LIMIT_S: f64 = 10.0;
+
+/// The backend's log line for what a queue took over from its predecessor (device/backend.rs).
+const RESUBMIT_LINE: &str = "inflight requests of the previous backend";
+
+/// The first request vring of a device (virtio-scsi: control 0, event 1, requests from 2).
+pub fn first_request_vring(device: Device) -> usize {
+    match device {
+        Device::Blk => 0,
+        Device::Scsi => 2,
+    }
+}
+
+/// Chains a backend's log says it resubmitted: (on request queues, on the other queues).
+pub fn resubmissions(log: &str, first_request_vring: usize) -> (u64, u64) {
+    let field = |line: &str, key: &str| -> Option<u64> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.parse().ok())
+    };
+    let mut out = (0, 0);
+    for line in log.lines().filter(|l| l.contains(RESUBMIT_LINE)) {
+        let (Some(q), Some(n)) = (field(line, "queue="), field(line, "resubmit=")) else {
+            continue;
+        };
+        if q as usize >= first_request_vring {
+            out.0 += n;
+        } else {
+            out.1 += n;
+        }
+    }
+    out
+}
 
 /// One backend instance as seen just before it was killed (or at the end of the run).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,12 +86,23 @@ pub struct RestartRecord {
     pub in_step: bool,
     /// Kill to new socket, milliseconds (killed instances only).
     pub restart_ms: Option<f64>,
+    /// Requests taken and not completed per the backend's statistics just before the kill
+    /// (rule 5; `None` when not asked or not answered).
+    pub in_flight: Option<u64>,
+    /// Chains the next instance resubmitted on request queues after this kill (rule 6).
+    pub resubmitted: Option<u64>,
+    /// The same on the other queues (virtio-scsi's control and event queues).
+    pub resubmitted_other: Option<u64>,
 }
 
 fn fd_count(pid: u32) -> Option<u32> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .ok()
         .map(|d| d.count() as u32)
+}
+
+fn modified(p: &Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -68,11 +122,20 @@ pub struct Restarter {
     next_at: Option<f64>,
     /// The last instance, read when the agent finished.
     last: Option<RestartRecord>,
+    /// Since when a due kill has been waiting for requests in flight (rule 5).
+    gate_since: Option<f64>,
+    first_request_vring: usize,
     pub records: Vec<RestartRecord>,
 }
 
 impl Restarter {
-    pub fn new(plan: RestartSettings, argv: Vec<String>, socket: &Path, run_dir: &Path) -> Self {
+    pub fn new(
+        plan: RestartSettings,
+        argv: Vec<String>,
+        socket: &Path,
+        run_dir: &Path,
+        device: Device,
+    ) -> Self {
         Self {
             plan,
             argv,
@@ -80,8 +143,43 @@ impl Restarter {
             run_dir: run_dir.to_path_buf(),
             next_at: None,
             last: None,
+            gate_since: None,
+            first_request_vring: first_request_vring(device),
             records: Vec::new(),
         }
+    }
+
+    /// Requests in flight per the backend's statistics, asked for now (rule 5).
+    fn in_flight(&self, pid: u32) -> Option<u64> {
+        let file = super::backend::stats_file(&self.run_dir);
+        let before = modified(&file);
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(200) {
+            std::thread::sleep(Duration::from_millis(1));
+            if modified(&file) != before {
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&file).ok()?).ok()?;
+                return v["total"]["in_flight"].as_u64();
+            }
+        }
+        None
+    }
+
+    /// Rule 5: `None` while a due kill waits, else what the statistics showed.
+    fn gate(&mut self, now_s: f64, pid: u32) -> Option<Option<u64>> {
+        let want = u64::from(self.plan.in_flight_at_least);
+        if want == 0 {
+            return Some(None);
+        }
+        let since = *self.gate_since.get_or_insert(now_s);
+        let seen = self.in_flight(pid);
+        if seen.is_some_and(|n| n >= want) || now_s - since >= GATE_LIMIT_S {
+            self.gate_since = None;
+            return Some(seen);
+        }
+        None
     }
 
     fn killed(&self) -> u32 {
@@ -105,6 +203,9 @@ impl Restarter {
             killed,
             in_step,
             restart_ms: None,
+            in_flight: None,
+            resubmitted: None,
+            resubmitted_other: None,
         }
     }
 
@@ -142,7 +243,11 @@ impl Restarter {
             self.next_at = Some(now_s + self.plan.every_s);
             return Ok(());
         }
+        let Some(in_flight) = self.gate(now_s, pid) else {
+            return Ok(());
+        };
         let mut rec = self.record(now_s, pid, qemu_pid, true, true);
+        rec.in_flight = in_flight;
         let t = Instant::now();
         // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -159,6 +264,7 @@ impl Restarter {
         tracing::info!(
             kill = k,
             pid,
+            in_flight = rec.in_flight,
             restart_ms = rec.restart_ms,
             "backend killed and restarted"
         );
@@ -175,6 +281,14 @@ impl Restarter {
                 .map(|pid| self.record(now_s, pid, qemu_pid, false, false))
         });
         self.records.extend(last);
+        for (i, rec) in self.records.iter_mut().filter(|r| r.killed).enumerate() {
+            let log = self.run_dir.join(format!("backend.{}.log", i + 1));
+            if let Ok(text) = std::fs::read_to_string(&log) {
+                let (req, other) = resubmissions(&text, self.first_request_vring);
+                rec.resubmitted = Some(req);
+                rec.resubmitted_other = Some(other);
+            }
+        }
         let p = self.run_dir.join("restarts.json");
         match serde_json::to_string_pretty(&self.records) {
             Ok(t) => {
@@ -190,6 +304,56 @@ impl Restarter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resubmissions_are_counted_per_kind_of_queue() {
+        let log = "x INFO vhost_blk::device::backend: inflight requests of the previous backend \
+                   queue=1 call=true resubmit=8 repaired=0 discarded=0 used=0 next_avail=8\n\
+                   y INFO ...: inflight requests of the previous backend queue=3 resubmit=5 used=9\n\
+                   z INFO ...: inflight requests of the previous backend queue=2 resubmit=x\n\
+                   w INFO other line queue=4 resubmit=100\n";
+        assert_eq!(resubmissions(log, 2), (5, 8));
+        assert_eq!(resubmissions(log, 0), (13, 0));
+        assert_eq!(resubmissions("", 0), (0, 0));
+    }
+
+    #[test]
+    fn a_due_kill_waits_for_requests_in_flight_at_most_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = super::super::backend::stats_file(dir.path());
+        // A stand-in backend that rewrites its stats file on SIGUSR1 (3 requests in flight).
+        let template = dir.path().join("template.json");
+        std::fs::write(&template, r#"{"total":{"in_flight":3}}"#).unwrap();
+        let script = format!(
+            "trap 'cp {t} {p}.t && mv {p}.t {p}' USR1; while :; do sleep 0.02; done",
+            t = template.display(),
+            p = stats.display()
+        );
+        let argv = ["sh".to_string(), "-c".to_string(), script];
+        let mut b = Guarded::spawn("sh", &argv, &dir.path().join("b.log")).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let pid = b.pid().unwrap();
+        let plan = |n| RestartSettings {
+            kills: 1,
+            first_after_s: 0.0,
+            every_s: 1.0,
+            in_flight_at_least: n,
+        };
+        let sock = dir.path().join("s.sock");
+        let mut r = Restarter::new(plan(2), vec![], &sock, dir.path(), Device::Scsi);
+        assert_eq!(r.gate(1.0, pid), Some(Some(3)), "enough in flight: go");
+        let mut r = Restarter::new(plan(5), vec![], &sock, dir.path(), Device::Scsi);
+        assert_eq!(r.gate(1.0, pid), None, "too few: wait");
+        assert_eq!(r.gate(5.0, pid), None);
+        assert_eq!(
+            r.gate(1.0 + GATE_LIMIT_S, pid),
+            Some(Some(3)),
+            "limit reached"
+        );
+        let mut r = Restarter::new(plan(0), vec![], &sock, dir.path(), Device::Scsi);
+        assert_eq!(r.gate(1.0, pid), Some(None), "not asked");
+        b.stop(Duration::from_secs(1));
+    }
 
     #[test]
     fn proc_readers_see_this_process() {
@@ -221,6 +385,7 @@ mod tests {
             kills: 2,
             first_after_s: 1.0,
             every_s: 0.5,
+            in_flight_at_least: 0,
         };
         let mut b = super::super::backend::start(
             &argv,
@@ -229,7 +394,7 @@ mod tests {
             Duration::from_secs(10),
         )
         .unwrap();
-        let mut r = Restarter::new(plan, argv, &sock, dir.path());
+        let mut r = Restarter::new(plan, argv, &sock, dir.path(), Device::Blk);
         r.poll(0.0, false, false, &mut b, None).unwrap();
         assert!(r.records.is_empty(), "no step yet");
         r.poll(0.1, true, false, &mut b, None).unwrap();
@@ -278,11 +443,12 @@ mod tests {
             kills: 0,
             first_after_s: 5.0,
             every_s: 1.0,
+            in_flight_at_least: 0,
         };
         // `sleep` stands in for the backend: only its pid is read.
         let argv = ["sleep".to_string(), "30".to_string()];
         let mut b = Guarded::spawn("sleep", &argv, &dir.path().join("b.log")).unwrap();
-        let mut r = Restarter::new(plan, vec![], &sock, dir.path());
+        let mut r = Restarter::new(plan, vec![], &sock, dir.path(), Device::Blk);
         r.poll(1.0, true, false, &mut b, None).unwrap();
         r.poll(3.0, true, false, &mut b, None).unwrap();
         assert!(r.last.is_none(), "due at 6.0, the step ended before");

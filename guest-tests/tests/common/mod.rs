@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::accel::AccelChoice;
-use guest_tests::launch::qemu::Accel;
+use guest_tests::launch::qemu::{self, Accel};
+use guest_tests::launch::qemus;
 use guest_tests::launch::rerun::RerunInfo;
 use guest_tests::launch::RunSpec;
 use guest_tests::suite::Suite;
@@ -28,6 +29,30 @@ pub fn backend_bin() -> PathBuf {
         .map(PathBuf::from)
         .or_else(guest_tests::launch::backend::default_vhost_blk)
         .expect("no vhost-blk binary: `cargo build -p vhost-blk` or set VB_BACKEND_BIN")
+}
+
+/// The QEMU a booted test of `s` runs (launch::qemus): `$VB_QEMU` (a `--qemu` value, e.g. 7.2
+/// or 10), else the system's, unless the suite needs a newer one (`min_qemu`): then the pinned
+/// QEMU 10 from the cache (ci/fetch-qemu10.sh, which ci/test.sh runs).
+pub fn qemu_bin(s: &Suite) -> PathBuf {
+    let cache = guest_tests::paths::cache_dir();
+    if let Ok(v) = std::env::var("VB_QEMU") {
+        return qemus::resolve(&v, &cache).unwrap_or_else(|e| panic!("VB_QEMU: {e}"));
+    }
+    let system = PathBuf::from(qemus::SYSTEM_QEMU);
+    let Some(min) = s.spec.min_qemu.as_deref() else {
+        return system;
+    };
+    let version = qemu::version(&system).unwrap_or_default();
+    if qemus::check_min(&s.name, Some(min), &version).is_ok() {
+        return system;
+    }
+    qemus::resolve(qemus::pinned_version(), &cache).unwrap_or_else(|e| {
+        panic!(
+            "suite '{}' needs QEMU >= {min} and the system's is '{version}': {e}",
+            s.name
+        )
+    })
 }
 
 /// TCG unless `VB_ACCEL=kvm`.
@@ -56,6 +81,7 @@ pub fn one_boot(
         )
     });
     let timeout = timeout.unwrap_or(Duration::from_secs(s.spec.timeout_secs));
+    let qemu_bin = qemu_bin(s);
     let spec = RunSpec {
         run_id,
         run_dir: dir.to_path_buf(),
@@ -67,7 +93,7 @@ pub fn one_boot(
         bios: s.spec.bios,
         timeout,
         backend_bin: backend_bin.clone(),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        qemu_bin: qemu_bin.clone(),
         pair: None,
         pin_vcpus: true,
         host_sched: Default::default(),
@@ -85,7 +111,7 @@ pub fn one_boot(
         bios: s.spec.bios,
         timeout_secs: timeout.as_secs(),
         backend_bin,
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
+        qemu_bin,
         extra_backend_args: Vec::new(),
         pin_vcpus: true,
         host_sched: Default::default(),

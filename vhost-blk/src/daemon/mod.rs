@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use vhost::vhost_user::Listener;
 use vhost_user_backend::{ShutdownHandle, VhostUserDaemon};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::signal;
 
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
@@ -109,20 +110,19 @@ struct Control {
 
 type RingReport = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
-/// Blocks SIGINT/SIGTERM/SIGUSR1 in this thread (and so in every thread it spawns later) and
-/// returns the set, for `sigwait` in the signal thread.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid sigset_t; the calls only modify it and this thread's mask.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGUSR1);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+/// The signals the daemon handles (in its signal thread, never asynchronously).
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1];
+
+/// Blocks [`SIGNALS`] in this thread (and so in every thread it spawns later) and returns
+/// their set, for `sigwait` in the signal thread.
+fn block_signals() -> Result<libc::sigset_t, DaemonError> {
+    for sig in SIGNALS {
+        match signal::block_signal(sig) {
+            Ok(()) | Err(signal::Error::SignalAlreadyBlocked(_)) => {}
+            Err(e) => return Err(DaemonError::Other(format!("blocking signal {sig}: {e}"))),
+        }
     }
-    set
+    signal::create_sigset(&SIGNALS).map_err(|e| DaemonError::Other(format!("signal set: {e}")))
 }
 
 fn spawn_signal_thread(
@@ -135,7 +135,8 @@ fn spawn_signal_thread(
         .name("signals".into())
         .spawn(move || loop {
             let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer.
+            // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer
+            // (vmm-sys-util has no wrapper for sigwait).
             if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
                 continue;
             }
@@ -181,7 +182,7 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
     if let Some(p) = config.rt_priority {
         set_realtime(p)?;
     }
-    let sigset = block_signals();
+    let sigset = block_signals()?;
     clear_stale_socket(&config.socket_path)?;
     match config.device {
         DeviceKind::Blk => {
@@ -379,8 +380,11 @@ fn serve_connections<P: Personality>(
             )
             .map_err(|e| DaemonError::VhostUser(format!("creating the backend: {e}")))?,
         );
-        let mut daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem)
-            .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
+        let daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem);
+        // Every worker's exit event is registered (or creation failed): close the descriptors
+        // vhost-user-backend would leave open for good (device::exit_events).
+        backend.close_leaked_exit_fds();
+        let mut daemon = daemon.map_err(|e| DaemonError::VhostUser(e.to_string()))?;
         backend
             .register_listeners(&daemon.get_epoll_handlers())
             .map_err(|e| DaemonError::VhostUser(format!("registering listeners: {e}")))?;

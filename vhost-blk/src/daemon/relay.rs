@@ -15,12 +15,19 @@
 //!    size it claims and against the file ([`InflightArea::map`]), and installed in the device
 //!    ([`DeviceBackend::set_inflight`]); a bad one is refused (logged; tracking off).
 //!    With REPLY_ACK negotiated and `need_reply` set, the answer is 0 or 1.
-//! 3. SET_VRING_KICK with an fd, once an area is installed: after the message is passed on,
-//!    the kick eventfd is signalled once, so the queue drains (and resubmits what was in
-//!    flight) even if the guest, waiting for those requests, never kicks again. The handler
-//!    reads the kick only once the ring is started and enabled, so the signal is not lost.
-//! 4. A message larger than [`MAX_PAYLOAD`] or a broken socket ends the connection; either
-//!    side closing closes the other.
+//! 3. SET_VRING_KICK with an fd, once an area is installed: before the message is passed on,
+//!    the device learns that the ring starts ([`DeviceBackend::ring_starting`]: a queue whose
+//!    answers wait for the request queues' recovery, inflight rule 5, waits for this one);
+//!    after it, the kick eventfd is signalled once, so the queue drains (and resubmits what
+//!    was in flight) even if the guest, waiting for those requests, never kicks again. The
+//!    handler reads the kick only once the ring is started and enabled, so the signal is not
+//!    lost.
+//! 4. A message larger than vhost-user's [`MAX_MSG_SIZE`] or a broken socket ends the
+//!    connection; either side closing closes the other.
+//!
+//! Message codes, flags, the inflight description and the size limits are the `vhost` crate's;
+//! its framing (`Endpoint`, the message header) is crate-private, so the 12-byte header is
+//! read and written here.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -29,26 +36,22 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use vhost::vhost_user::message::{
+    FrontendReq, VhostUserHeaderFlag, VhostUserInflight, VhostUserProtocolFeatures, VhostUserU64,
+    MAX_ATTACHED_FD_ENTRIES, MAX_MSG_SIZE,
+};
+use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 use crate::device::{DeviceBackend, InflightArea, Personality};
 
-const SET_VRING_KICK: u32 = 12;
-const SET_PROTOCOL_FEATURES: u32 = 16;
-const GET_INFLIGHT_FD: u32 = 31;
-const SET_INFLIGHT_FD: u32 = 32;
-const FLAG_VERSION: u32 = 0x1;
-const FLAG_REPLY: u32 = 0x4;
-const FLAG_NEED_REPLY: u32 = 0x8;
-const PROTOCOL_F_REPLY_ACK: u64 = 1 << 3;
-/// SET_VRING_KICK payload bit: no fd passed, the ring is polled.
+/// Protocol version 1, the only one (`VhostUserHeaderFlag::VERSION` is the field's mask).
+const VERSION_1: u32 = 0x1;
+/// SET_VRING_KICK payload bit: no fd passed, the ring is polled (vhost-user specification;
+/// the vhost crate tests it inline and exports no name for it).
 const VRING_NOFD: u64 = 1 << 8;
-/// Largest payload passed on (vhost-user messages are far smaller).
-pub const MAX_PAYLOAD: usize = 64 * 1024;
-/// Most file descriptors taken with one message.
-const MAX_FDS: usize = 32;
-/// The inflight description: mmap_size u64, mmap_offset u64, num_queues u16, queue_size u16.
-const INFLIGHT_LEN: usize = 20;
+/// The header: request, flags, payload size (u32 each).
+const HDR_LEN: usize = 12;
 
 /// One vhost-user message with the descriptors that came with it.
 struct Msg {
@@ -59,20 +62,26 @@ struct Msg {
 }
 
 impl Msg {
-    fn u64_at(&self, at: usize) -> Option<u64> {
-        let b = self.payload.get(at..at + 8)?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
+    /// The request, if it is one the protocol defines.
+    fn code(&self) -> Option<FrontendReq> {
+        FrontendReq::try_from(self.request).ok()
     }
-    fn u16_at(&self, at: usize) -> Option<u16> {
-        let b = self.payload.get(at..at + 2)?;
-        Some(u16::from_le_bytes(b.try_into().ok()?))
+    /// The payload as `T`, if it is exactly that long (native byte order, as the protocol).
+    fn body<T: ByteValued + Default>(&self) -> Option<T> {
+        let mut v = T::default();
+        let bytes = v.as_mut_slice();
+        (self.payload.len() == bytes.len()).then(|| bytes.copy_from_slice(&self.payload))?;
+        Some(v)
+    }
+    fn need_reply(&self) -> bool {
+        self.flags & VhostUserHeaderFlag::NEED_REPLY.bits() != 0
     }
 }
 
 /// Reads one message; `None` at end of stream.
 fn read_msg(sock: &UnixStream) -> io::Result<Option<Msg>> {
-    let mut hdr = [0u8; 12];
-    let mut raw: [RawFd; MAX_FDS] = [-1; MAX_FDS];
+    let mut hdr = [0u8; HDR_LEN];
+    let mut raw: [RawFd; MAX_ATTACHED_FD_ENTRIES] = [-1; MAX_ATTACHED_FD_ENTRIES];
     let mut iov = [libc::iovec {
         iov_base: hdr.as_mut_ptr().cast(),
         iov_len: hdr.len(),
@@ -82,7 +91,7 @@ fn read_msg(sock: &UnixStream) -> io::Result<Option<Msg>> {
         .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
     // SAFETY: the first `nfds` entries are descriptors the kernel just gave us; each is
     // wrapped exactly once and closed on drop.
-    let fds = raw[..nfds.min(MAX_FDS)]
+    let fds = raw[..nfds.min(MAX_ATTACHED_FD_ENTRIES)]
         .iter()
         .map(|&fd| unsafe { File::from_raw_fd(fd) })
         .collect();
@@ -92,9 +101,10 @@ fn read_msg(sock: &UnixStream) -> io::Result<Option<Msg>> {
     if n < hdr.len() {
         (&mut &*sock).read_exact(&mut hdr[n..])?;
     }
-    let word = |i: usize| u32::from_le_bytes(hdr[4 * i..4 * i + 4].try_into().unwrap());
+    let word =
+        |i: usize| u32::from_ne_bytes([hdr[4 * i], hdr[4 * i + 1], hdr[4 * i + 2], hdr[4 * i + 3]]);
     let size = word(2) as usize;
-    if size > MAX_PAYLOAD {
+    if size > MAX_MSG_SIZE {
         return Err(io::Error::other(format!("message of {size} bytes")));
     }
     let mut payload = vec![0u8; size];
@@ -115,10 +125,10 @@ fn write_msg(
     payload: &[u8],
     fds: &[RawFd],
 ) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(12 + payload.len());
-    buf.extend_from_slice(&request.to_le_bytes());
-    buf.extend_from_slice(&flags.to_le_bytes());
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut buf = Vec::with_capacity(HDR_LEN + payload.len());
+    buf.extend_from_slice(&request.to_ne_bytes());
+    buf.extend_from_slice(&flags.to_ne_bytes());
+    buf.extend_from_slice(&(payload.len() as u32).to_ne_bytes());
     buf.extend_from_slice(payload);
     let sent = sock
         .send_with_fds(&[buf.as_slice()], fds)
@@ -209,39 +219,43 @@ impl<P: Personality> State<P> {
         back: &UnixStream,
         front_w: &Mutex<UnixStream>,
     ) -> io::Result<()> {
+        let reply = |code: FrontendReq, payload: &[u8], fds: &[RawFd]| -> io::Result<()> {
+            let w = front_w.lock().unwrap_or_else(|e| e.into_inner());
+            let flags = VERSION_1 | VhostUserHeaderFlag::REPLY.bits();
+            write_msg(&w, code.into(), flags, payload, fds)
+        };
         while let Some(m) = read_msg(front)? {
-            match m.request {
-                GET_INFLIGHT_FD => {
-                    let (payload, file) = self.get_inflight(&m);
+            match m.code() {
+                Some(FrontendReq::GET_INFLIGHT_FD) => {
+                    let (answer, file) = self.get_inflight(&m);
                     let fds: Vec<RawFd> = file.iter().map(AsRawFd::as_raw_fd).collect();
-                    let w = front_w.lock().unwrap_or_else(|e| e.into_inner());
-                    write_msg(&w, m.request, FLAG_VERSION | FLAG_REPLY, &payload, &fds)?;
+                    reply(FrontendReq::GET_INFLIGHT_FD, answer.as_slice(), &fds)?;
                 }
-                SET_INFLIGHT_FD => {
+                Some(FrontendReq::SET_INFLIGHT_FD) => {
                     let ok = self.set_inflight(m.fds.first(), &m);
-                    if self.reply_ack && m.flags & FLAG_NEED_REPLY != 0 {
-                        let w = front_w.lock().unwrap_or_else(|e| e.into_inner());
-                        let v: u64 = if ok { 0 } else { 1 };
-                        write_msg(
-                            &w,
-                            m.request,
-                            FLAG_VERSION | FLAG_REPLY,
-                            &v.to_le_bytes(),
-                            &[],
-                        )?;
+                    if self.reply_ack && m.need_reply() {
+                        let v = VhostUserU64::new(u64::from(!ok));
+                        reply(FrontendReq::SET_INFLIGHT_FD, v.as_slice(), &[])?;
                     }
                 }
-                _ => {
-                    if m.request == SET_PROTOCOL_FEATURES {
-                        self.reply_ack = m.u64_at(0).is_some_and(|f| f & PROTOCOL_F_REPLY_ACK != 0);
+                code => {
+                    if code == Some(FrontendReq::SET_PROTOCOL_FEATURES) {
+                        self.reply_ack = m.body::<VhostUserU64>().is_some_and(|f| {
+                            f.value & VhostUserProtocolFeatures::REPLY_ACK.bits() != 0
+                        });
+                    }
+                    let kick = (code == Some(FrontendReq::SET_VRING_KICK) && self.area_installed)
+                        .then(|| m.body::<VhostUserU64>())
+                        .flatten()
+                        .map(|v| v.value);
+                    if let Some(v) = kick {
+                        self.device.ring_starting(usize::from(v as u8));
                     }
                     forward(back, &m)?;
-                    if m.request == SET_VRING_KICK && self.area_installed {
-                        let polled = m.u64_at(0).is_none_or(|v| v & VRING_NOFD != 0);
-                        if let (false, Some(mut kick)) = (polled, m.fds.first()) {
-                            if let Err(e) = kick.write_all(&1u64.to_ne_bytes()) {
-                                tracing::warn!("cannot signal the kick eventfd: {e}");
-                            }
+                    let polled = kick.is_none_or(|v| v & VRING_NOFD != 0);
+                    if let (false, Some(mut fd)) = (polled, m.fds.first()) {
+                        if let Err(e) = fd.write_all(&1u64.to_ne_bytes()) {
+                            tracing::warn!("cannot signal the kick eventfd: {e}");
                         }
                     }
                 }
@@ -250,53 +264,48 @@ impl<P: Personality> State<P> {
         Ok(())
     }
 
-    /// The inflight description of `m`: (num_queues, queue_size), if acceptable (rule 1).
-    fn dims(&self, m: &Msg) -> Option<(u16, u16)> {
-        if m.payload.len() < INFLIGHT_LEN {
-            return None;
-        }
-        let nq = m.u16_at(16)?;
-        let qs = m.u16_at(18)?;
-        let ok = nq >= 1
-            && usize::from(nq) <= self.device.personality().num_queues()
-            && qs >= 1
-            && qs <= self.max_queue_size;
-        ok.then_some((nq, qs))
+    /// The inflight description of `m` if its layout is acceptable (rule 1).
+    fn dims(&self, m: &Msg) -> Option<VhostUserInflight> {
+        let d = m.body::<VhostUserInflight>()?;
+        let ok = d.num_queues >= 1
+            && usize::from(d.num_queues) <= self.device.personality().num_queues()
+            && d.queue_size >= 1
+            && d.queue_size <= self.max_queue_size;
+        ok.then_some(d)
     }
 
-    fn get_inflight(&self, m: &Msg) -> (Vec<u8>, Option<File>) {
-        let mut payload = vec![0u8; m.payload.len().max(INFLIGHT_LEN)];
-        let Some((nq, qs)) = self.dims(m) else {
+    fn get_inflight(&self, m: &Msg) -> (VhostUserInflight, Option<File>) {
+        let refused = VhostUserInflight::default();
+        let Some(d) = self.dims(m) else {
             tracing::warn!("GET_INFLIGHT_FD for an unsupported layout: refused");
-            return (payload, None);
+            return (refused, None);
         };
-        match InflightArea::create(nq, qs) {
+        match InflightArea::create(d.num_queues, d.queue_size) {
             Ok((file, size)) => {
-                payload[0..8].copy_from_slice(&size.to_le_bytes());
-                payload[16..18].copy_from_slice(&nq.to_le_bytes());
-                payload[18..20].copy_from_slice(&qs.to_le_bytes());
                 tracing::info!(
-                    queues = nq,
-                    queue_size = qs,
+                    queues = d.num_queues,
+                    queue_size = d.queue_size,
                     bytes = size,
                     "inflight area created"
                 );
-                (payload, Some(file))
+                let answer = VhostUserInflight::new(size, 0, d.num_queues, d.queue_size);
+                (answer, Some(file))
             }
             Err(e) => {
                 tracing::warn!("GET_INFLIGHT_FD: {e}");
-                (payload, None)
+                (refused, None)
             }
         }
     }
 
     fn set_inflight(&mut self, file: Option<&File>, m: &Msg) -> bool {
-        let mapped = match (file, self.dims(m), m.u64_at(0), m.u64_at(8)) {
-            (Some(f), Some((nq, qs)), Some(size), Some(off)) => {
-                InflightArea::map(f, size, off, nq, qs).map_err(|e| e.to_string())
+        let mapped = match (file, self.dims(m)) {
+            (Some(f), Some(d)) => {
+                InflightArea::map(f, d.mmap_size, d.mmap_offset, d.num_queues, d.queue_size)
+                    .map_err(|e| e.to_string())
             }
-            (None, ..) => Err("no file descriptor".into()),
-            _ => Err("unsupported layout".into()),
+            (None, _) => Err("no file descriptor".into()),
+            (_, None) => Err("unsupported layout".into()),
         };
         match mapped {
             Ok(area) => {

@@ -26,15 +26,14 @@ use vhost_user_backend::{VhostUserBackend, VringT};
 use virtio_queue::QueueT;
 use vm_memory::GuestAddressSpace;
 use vmm_sys_util::epoll::EventSet;
-use vmm_sys_util::event::{
-    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
-};
+use vmm_sys_util::event::{EventConsumer, EventNotifier};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::chain::Chain;
 use super::chain::GuestMemoryMmapT;
 use super::diag::{self, QueueCounters};
-use super::inflight::InflightArea;
+use super::exit_events::ExitEvents;
+use super::inflight::{InflightArea, RecoveryGate};
 use super::personality::{Outcome, Personality, RequestKind};
 use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
 use super::resubmit::{within_guest_ram, Scratch};
@@ -69,6 +68,11 @@ pub struct DeviceBackend<P: Personality> {
     counters: Vec<QueueCounters>,
     event_idx: AtomicBool,
     acked_features: AtomicU64,
+    /// The workers' exit events (vhost-user-backend leaves their read ends open).
+    exit_events: ExitEvents,
+    /// The queue that `completes_after_requests`, and its recovery gate (inflight rule 5).
+    gated: Option<usize>,
+    gate: RecoveryGate,
 }
 
 impl<P: Personality> DeviceBackend<P> {
@@ -95,6 +99,7 @@ impl<P: Personality> DeviceBackend<P> {
         let resume = (0..n)
             .map(|_| EventFd::new(EFD_NONBLOCK))
             .collect::<io::Result<_>>()?;
+        let gated = (0..n).find(|&q| personality.completes_after_requests(q));
         Ok(Self {
             personality,
             mem,
@@ -105,6 +110,9 @@ impl<P: Personality> DeviceBackend<P> {
             counters: (0..n).map(|_| QueueCounters::default()).collect(),
             event_idx: AtomicBool::new(false),
             acked_features: AtomicU64::new(0),
+            exit_events: ExitEvents::default(),
+            gated,
+            gate: RecoveryGate::default(),
         })
     }
 
@@ -155,6 +163,35 @@ impl<P: Personality> DeviceBackend<P> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .set_inflight(region);
+        }
+    }
+
+    /// The relay saw SET_VRING_KICK for queue `q` (before passing it on): a request queue
+    /// that will recover first holds the gated queue's recovery back (inflight rule 5).
+    pub fn ring_starting(&self, q: usize) {
+        let Some(state) = self.queues.get(q) else {
+            return;
+        };
+        let request = q >= self.personality.first_request_queue() && Some(q) != self.gated;
+        if request
+            && state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .recovery_pending()
+        {
+            self.gate.starting(q);
+        }
+    }
+
+    /// Queue `q` no longer holds the gate (it recovered, or its ring stopped); wakes the
+    /// gated queue if it was the last.
+    fn gate_done(&self, q: usize) {
+        if let (true, Some(g)) = (self.gate.done(q), self.gated) {
+            tracing::debug!(
+                queue = g,
+                "request queues recovered: waking the gated queue"
+            );
+            self.pass_turn(g);
         }
     }
 
@@ -275,7 +312,12 @@ impl<P: Personality> DeviceBackend<P> {
         let mut state = self.queue(q);
         state.attach(vring);
         if state.recovery_pending() {
+            if Some(q) == self.gated && !self.gate.may_pass() {
+                // Inflight rule 5: its turn comes back when the last request queue recovered.
+                return;
+            }
             self.recover(q, vring, &mem, &mut state, event_idx);
+            self.gate_done(q);
         }
         state.pay_owed_signal();
         let turn = Turn {
@@ -464,6 +506,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         for q in &self.queues {
             q.lock().unwrap_or_else(|e| e.into_inner()).reset();
         }
+        self.gate.clear();
         self.event_idx.store(false, Ordering::Relaxed);
     }
 
@@ -495,7 +538,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
         // Each worker gets its own kill eventfd; the handler keeps the notifier.
-        new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()
+        self.exit_events.create()
     }
 
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
@@ -505,6 +548,8 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         if q < self.queues.len() {
             let event_idx = self.event_idx.load(Ordering::Relaxed);
             self.queue(q).flush(event_idx);
+            // A stopped ring recovers (if ever) after its next SET_VRING_KICK.
+            self.gate_done(q);
         }
         Ok(())
     }
@@ -588,6 +633,12 @@ impl<P: Personality> DeviceBackend<P> {
                 q.lock().unwrap_or_else(|e| e.into_inner()).flush(event_idx);
             }
         }
+    }
+
+    /// Closes the exit-event descriptors vhost-user-backend leaves open; call once
+    /// `VhostUserDaemon::new` has returned (device::exit_events, rule 2).
+    pub fn close_leaked_exit_fds(&self) -> usize {
+        self.exit_events.close_consumers()
     }
 
     /// Publishes all held completions on every queue (used at shutdown).

@@ -25,12 +25,19 @@
 //! 4. The area is also mapped by the frontend (and was written by a process that crashed):
 //!    nothing read from it is trusted; it can make this backend resubmit a wrong set of heads,
 //!    never index outside the area or panic.
+//! 5. A queue whose answers promise that requests of other queues are done (virtio-scsi's
+//!    control queue: a task management function reports the tasks it covers finished) reads its
+//!    region only after every request queue started since the area was installed has read its
+//!    own ([`RecoveryGate`]): a TMF the previous backend had taken is answered after the
+//!    requests it was about have been resubmitted and published, as it would have been without
+//!    the restart. Until then the gated queue takes nothing from its ring; the request queue
+//!    that recovers last wakes it.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Header bytes of one queue region.
@@ -402,6 +409,51 @@ impl Tracker {
         // At most ring_size heads are marked, so this fits the ring's index arithmetic.
         out.next_avail = guest_used.wrapping_add(out.resubmit.len() as u16);
         Some(out)
+    }
+}
+
+/// Rule 5: which started request queues still have to read their region, and whether the gated
+/// queue is waiting for them. Queue indices at or above 64 are not tracked (the device has at
+/// most 64 vrings).
+#[derive(Debug, Default)]
+pub struct RecoveryGate {
+    pending: AtomicU64,
+    waiting: AtomicBool,
+}
+
+impl RecoveryGate {
+    /// Queue `q` starts with a recovery pending (before its ring can be drained).
+    pub fn starting(&self, q: usize) {
+        if let Some(bit) = 1u64.checked_shl(q as u32) {
+            self.pending.fetch_or(bit, Ordering::SeqCst);
+        }
+    }
+
+    /// Queue `q` has recovered, or was stopped. True when that opened the gate while the gated
+    /// queue was waiting: the caller wakes it.
+    pub fn done(&self, q: usize) -> bool {
+        let Some(bit) = 1u64.checked_shl(q as u32) else {
+            return false;
+        };
+        let before = self.pending.fetch_and(!bit, Ordering::SeqCst);
+        before & bit != 0 && before & !bit == 0 && self.waiting.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether the gated queue may recover now; if not, it is marked waiting (and woken by
+    /// the [`done`](Self::done) that opens the gate).
+    pub fn may_pass(&self) -> bool {
+        self.waiting.store(true, Ordering::SeqCst);
+        if self.pending.load(Ordering::SeqCst) == 0 {
+            self.waiting.store(false, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Device reset: nothing pending, nobody waiting.
+    pub fn clear(&self) {
+        self.pending.store(0, Ordering::SeqCst);
+        self.waiting.store(false, Ordering::SeqCst);
     }
 }
 

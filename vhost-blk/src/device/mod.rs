@@ -12,9 +12,10 @@
 //!   backend to resubmit); [`resubmit`]: chains rebuilt from the heads it lists.
 //! - [`diag`]: a queue described from outside (ring indices, event-index fields, kick and drain
 //!   counts), for diagnosing a stall.
+//! - [`exit_events`]: the workers' exit events, whose read ends vhost-user-backend leaves open.
 //!
 //! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`,
-//! `diag`; `diag` -> `queue`, `chain`, `split`; `resubmit` -> `split`;
+//! `diag`, `exit_events`; `diag` -> `queue`, `chain`, `split`; `resubmit` -> `split`;
 //! `queue` -> `inflight`; `resubmit`, `personality` -> `chain`.
 //! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
 //! daemon, blk, scsi).
@@ -22,6 +23,7 @@
 pub mod backend;
 pub mod chain;
 pub mod diag;
+pub mod exit_events;
 pub mod inflight;
 pub mod personality;
 pub mod queue;

@@ -1,0 +1,178 @@
+//! A long-running backend leaks nothing when QEMU is killed and started again against it (no
+//! backend restart): our backend on a file with 8 request queues, then `VB_RECONNECTS` (default
+//! 3; `ci/reconnect-experiment.sh` runs 20) boots of Debian's RT kernel under real QEMU, each
+//! SIGKILLed once the guest's agent has reported its disk (drivers probed, device started,
+//! partitions read). After each disconnect the backend's open fds and threads are read once
+//! they settle; after the last they must equal those after the first. Both personalities
+//! (suites `reconnect-idle`, `reconnect-idle-scsi`); `VB_QEMU` picks the QEMU.
+//!
+//! Before the daemon closed the exit eventfds vhost-user-backend 0.24 leaves open, this grew
+//! by 8 fds per connection (7 -> 32 -> 56 -> 80 after 2 / 5 / 8 connections, 2026-12-04).
+//! The last line printed, `RECONNECT-RESULT {json}`, is what the experiment script tabulates.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use guest_tests::agent::StreamParser;
+use guest_tests::images::job::{self, JobParams};
+use guest_tests::images::{self, ImageOptions};
+use guest_tests::launch::process::Guarded;
+use guest_tests::launch::{backend, qemu, StreamWatch};
+use guest_tests::suite::{self, Suite};
+
+static BOOT: Mutex<()> = Mutex::new(());
+
+/// How long one guest may take to report its disk.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+
+fn count(pid: u32, what: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/{what}"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// (fds, threads) of `pid` once neither has changed for 500 ms (at most 10 s).
+fn settled(pid: u32) -> (usize, usize) {
+    let t = Instant::now();
+    let mut last = (count(pid, "fd"), count(pid, "task"));
+    let mut since = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) && since.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(25));
+        let now = (count(pid, "fd"), count(pid, "task"));
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    last
+}
+
+fn occurrences(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.matches(needle).count())
+        .unwrap_or(0)
+}
+
+/// Boots one guest against the running backend, waits for its disk report, SIGKILLs QEMU and
+/// waits for the backend to see the disconnect (its `n`th).
+fn one_connection(argv: &[String], dir: &Path, backend_log: &Path, n: usize) {
+    let results = qemu::results_bin(dir);
+    let _ = std::fs::remove_file(&results);
+    let mut q = Guarded::spawn("qemu", argv, &dir.join(format!("qemu.{n}.log"))).unwrap();
+    let mut parser = StreamParser::default();
+    let mut fed = 0usize;
+    let t = Instant::now();
+    while !parser.progress().device_ready {
+        assert!(
+            t.elapsed() < READY_LIMIT && q.try_wait().is_none(),
+            "connection {n}: no disk report; console {}",
+            dir.join("console.log").display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let bytes = std::fs::read(&results).unwrap_or_default();
+        if bytes.len() > fed {
+            parser.feed(&bytes[fed..]);
+            fed = bytes.len();
+        }
+    }
+    let pid = q.pid().unwrap();
+    // SAFETY: kill(2) on our own child, not reaped yet (try_wait returned None above).
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    assert!(
+        q.wait_for(Duration::from_secs(10)).is_some(),
+        "QEMU survived SIGKILL"
+    );
+    let t = Instant::now();
+    while occurrences(backend_log, "frontend disconnected") < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "connection {n}: the backend did not see the disconnect"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn reconnects(suite_name: &str) {
+    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let n: usize = std::env::var("VB_RECONNECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("reconnect-{suite_name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Suite::load(&suite::default_dir(), suite_name).unwrap();
+    let kernel = images::ensure(common::KERNEL, &ImageOptions::default()).unwrap();
+    let initrd = dir.join("initrd.cpio");
+    let archive = job::archive(&JobParams {
+        run_id: suite_name,
+        suite: &s,
+    });
+    job::write_initrd(&kernel.initramfs, &archive, &initrd).unwrap();
+    let socket = dir.join("vhost.sock");
+    let bin = common::backend_bin();
+    let bargv = backend::argv(&s, None, Some(&bin), &socket, &dir, 1)
+        .unwrap()
+        .unwrap();
+    let blog = dir.join("backend.log");
+    let mut b = backend::start(&bargv, &socket, &blog, Duration::from_secs(10)).unwrap();
+    let bpid = b.pid().unwrap();
+    let qemu_bin = common::qemu_bin(&s);
+    let qversion = qemu::version(&qemu_bin).unwrap();
+    let argv = qemu::argv(&qemu::QemuParams {
+        qemu_bin: &qemu_bin,
+        accel: common::accel(),
+        bios: s.spec.bios,
+        suite: &s,
+        builtin_latency_ns: 0,
+        socket: Some(&socket),
+        run_dir: &dir,
+        bzimage: &kernel.bzimage,
+        initrd: &initrd,
+        cmdline: qemu::kernel_cmdline(&kernel.cmdline, &s),
+    });
+    let before = settled(bpid);
+    let mut after = Vec::new();
+    for i in 1..=n {
+        one_connection(&argv, &dir, &blog, i);
+        after.push(settled(bpid));
+        eprintln!(
+            "{suite_name}: after connection {i}: (fds, threads) {:?}",
+            after[i - 1]
+        );
+    }
+    assert!(b.try_wait().is_none(), "the backend died");
+    b.stop(Duration::from_secs(5));
+    let result = serde_json::json!({
+        "suite": suite_name,
+        "device": s.spec.device.as_str(),
+        "qemu": qversion,
+        "connections": n,
+        "before": before,
+        "after": after,
+    });
+    eprintln!("RECONNECT-RESULT {result}");
+    assert_eq!(
+        after.first(),
+        after.last(),
+        "(fds, threads) after the first and the last of {n} connections: {after:?}"
+    );
+    assert!(
+        after.iter().all(|a| Some(a) == after.first()),
+        "(fds, threads) after each connection: {after:?}"
+    );
+}
+
+#[test]
+fn blk_backend_leaks_nothing_per_qemu_connection() {
+    reconnects("reconnect-idle");
+}
+
+#[test]
+fn scsi_backend_leaks_nothing_per_qemu_connection() {
+    reconnects("reconnect-idle-scsi");
+}
