@@ -104,9 +104,9 @@ fn restarts(default_suite: &str) {
         None,
         Some(common::backend_bin()),
     );
-    let qemu = std::fs::read_to_string(dir.join("qemu.version")).unwrap_or_default();
     // Retries a guest that never reached the agent (the MTTCG early-boot Oops seen here).
     let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
+    let qemu = std::fs::read_to_string(dir.join("qemu.version")).unwrap_or_default();
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
     let tail: Vec<&str> = console.lines().rev().take(15).collect();
     let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");

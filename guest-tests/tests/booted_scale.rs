@@ -39,12 +39,21 @@ fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
         Some(common::backend_bin()),
     );
     let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
-    assert!(r.status.is_ok(), "{:?}; run dir {}", r.status, dir.display());
+    assert!(
+        r.status.is_ok(),
+        "{:?}; run dir {}",
+        r.status,
+        dir.display()
+    );
 
     // The machine's shape: 62 possible CPUs, 2 online, 62 hctx.
     let meta = &r.guest.meta;
     assert_eq!(meta.get("nproc").map(String::as_str), Some("2"), "{meta:?}");
-    assert_eq!(meta.get("possible_cpus").map(String::as_str), Some("0-61"), "{meta:?}");
+    assert_eq!(
+        meta.get("possible_cpus").map(String::as_str),
+        Some("0-61"),
+        "{meta:?}"
+    );
     assert_eq!(r.guest.disk.get("hctx").map(String::as_str), Some("62"));
 
     // One fio job per running CPU in each step (fio's own record of the expanded job file),
@@ -72,7 +81,10 @@ fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
         r.metric("scale-randread.qlock_wait_mean_us"),
         r.metric("scale-randread.iops")
     );
-    assert!(c > 0.0, "no queue_lock contention at 62 hctx on the base kernel");
+    assert!(
+        c > 0.0,
+        "no queue_lock contention at 62 hctx on the base kernel"
+    );
 
     // Placement and host slice recorded (launch/placement.rs).
     let host = guest_tests::launch::cpu::allowed_cpus();

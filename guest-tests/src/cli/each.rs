@@ -21,7 +21,13 @@ pub fn each_cmd(dirs: &[PathBuf], kernels: Option<&str>, threshold: f64, json: b
         let Some(row) = compare::verdict::verdict(&c, &runs)
             .and_then(|v| spread::matrix_row(&d.display().to_string(), &v))
         else {
-            return fail(format!("{}: no verdict (no primary metric, or one kernel)", d.display()), 2);
+            return fail(
+                format!(
+                    "{}: no verdict (no primary metric, or one kernel)",
+                    d.display()
+                ),
+                2,
+            );
         };
         rows.push(row);
     }
@@ -40,9 +46,15 @@ pub fn each_cmd(dirs: &[PathBuf], kernels: Option<&str>, threshold: f64, json: b
 }
 
 fn table(s: &spread::Spread) -> String {
-    let header: Vec<String> = ["matrix", "primary metric", "baseline mean (CV, n)", "other mean", "p"]
-        .map(String::from)
-        .to_vec();
+    let header: Vec<String> = [
+        "matrix",
+        "primary metric",
+        "baseline mean (CV, n)",
+        "other mean",
+        "p",
+    ]
+    .map(String::from)
+    .to_vec();
     let rows: Vec<Vec<String>> = s
         .rows
         .iter()
@@ -53,7 +65,8 @@ fn table(s: &spread::Spread) -> String {
                 format!(
                     "{} (CV {}, n={})",
                     fmt_num(r.base_mean),
-                    r.base_cv.map_or("–".into(), |c| format!("{:.0} %", c * 100.0)),
+                    r.base_cv
+                        .map_or("–".into(), |c| format!("{:.0} %", c * 100.0)),
                     r.base_n
                 ),
                 fmt_num(r.other_mean),

@@ -90,7 +90,11 @@ mod tests {
     #[test]
     fn spread_of_three_matrices() {
         let s = spread(
-            vec![row("a", 10.0, Some(1e-5)), row("b", 12.0, Some(2e-4)), row("c", 14.0, None)],
+            vec![
+                row("a", 10.0, Some(1e-5)),
+                row("b", 12.0, Some(2e-4)),
+                row("c", 14.0, None),
+            ],
             1e-4,
         );
         let m = s.base_means.as_ref().unwrap();

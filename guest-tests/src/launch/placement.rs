@@ -70,7 +70,10 @@ impl Placement {
     /// The host CPU of vCPU `k` (rules 1-4); None when there are no CPUs to place on.
     pub fn cpu_of_vcpu(&self, k: usize) -> Option<usize> {
         if self.dedicated && k >= self.running {
-            return self.other_cpus.get(k % self.other_cpus.len().max(1)).copied();
+            return self
+                .other_cpus
+                .get(k % self.other_cpus.len().max(1))
+                .copied();
         }
         if self.vcpu_cpus.is_empty() {
             return None;

@@ -97,6 +97,7 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
         ));
         b.push(List(flagged));
     }
+    b.extend(super::ranking::blocks(c));
     if let Some(m) = &d.scan_model {
         b.extend(super::model::blocks(m));
     }

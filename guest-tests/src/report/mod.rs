@@ -10,6 +10,7 @@ mod markdown;
 mod model;
 mod nodes;
 mod plots;
+mod ranking;
 mod tables;
 mod verdict;
 

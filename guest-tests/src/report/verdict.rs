@@ -204,7 +204,8 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
 /// the other kernel's multiple of the baseline.
 fn secondary_text(s: &VerdictRow, b: &str, o: &str) -> String {
     let ratio = if higher_is_better(&s.metric) {
-        (s.base.mean != 0.0).then(|| format!(" ({o}: {}x {b}'s)", fmt_num(s.other.mean / s.base.mean)))
+        (s.base.mean != 0.0)
+            .then(|| format!(" ({o}: {}x {b}'s)", fmt_num(s.other.mean / s.base.mean)))
     } else if s.other.mean == 0.0 && s.other.max == 0.0 {
         Some(format!(" (0 in every {o} boot)")).filter(|_| s.base.mean > 0.0)
     } else {

@@ -140,7 +140,10 @@ pub fn validate_shape(s: &SuiteSpec) -> Result<(), String> {
     check_cell(s, "")?;
     for v in &s.variants {
         if v.backend_args.iter().any(|a| a == "--num-queues") {
-            return Err(format!("variant '{}': use num_queues, not --num-queues", v.name));
+            return Err(format!(
+                "variant '{}': use num_queues, not --num-queues",
+                v.name
+            ));
         }
         check_cell(&s.with_overrides(v), &format!("variant '{}': ", v.name))?;
     }
@@ -236,7 +239,10 @@ mod tests {
             ("running_cpus = 2\ncmdline = [\"maxcpus=4\"]", "maxcpus"),
             ("smp = 256", "smp 256"),
             ("[grid]\nnum_queues = [8, 64]\nrunning_cpus = [2]", "q64-c2"),
-            ("[grid]\nnum_queues = []\nrunning_cpus = [2]", "at least one"),
+            (
+                "[grid]\nnum_queues = []\nrunning_cpus = [2]",
+                "at least one",
+            ),
             (
                 "sweep_param = \"x\"\n[grid]\nnum_queues = [8]\nrunning_cpus = [2]",
                 "neither",

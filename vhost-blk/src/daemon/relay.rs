@@ -22,7 +22,17 @@
 //!    was in flight) even if the guest, waiting for those requests, never kicks again. The
 //!    handler reads the kick only once the ring is started and enabled, so the signal is not
 //!    lost.
-//! 4. A message larger than vhost-user's [`MAX_MSG_SIZE`] or a broken socket ends the
+//! 4. SET_VRING_CALL with an fd, once an area is installed: passed on with NEED_REPLY (when
+//!    REPLY_ACK is negotiated; that reply is not passed back unless the frontend asked for
+//!    it), and once the handler has answered, i.e. installed the fd, the new call eventfd is
+//!    signalled once. QEMU's vhost-user-scsi (8.2 to 10 at least) points every ring's call fd
+//!    at a "masked" notifier when it connects (`vhost_virtqueue_init`), enables the rings, and
+//!    only then sends the guest notifiers; an interrupt the backend sent in between (the
+//!    recovery's owed one, a resubmitted request's completion) went to a notifier QEMU never
+//!    reads, and a job whose requests were all done waited forever. The signal covers
+//!    everything published before the fd was installed; later completions signal the new fd.
+//!    A spurious interrupt costs the driver one look at its used ring.
+//! 5. A message larger than vhost-user's [`MAX_MSG_SIZE`] or a broken socket ends the
 //!    connection; either side closing closes the other.
 //!
 //! Message codes, flags, the inflight description and the size limits are the `vhost` crate's;
@@ -33,8 +43,9 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use vhost::vhost_user::message::{
     FrontendReq, VhostUserHeaderFlag, VhostUserInflight, VhostUserProtocolFeatures, VhostUserU64,
@@ -52,6 +63,43 @@ const VERSION_1: u32 = 0x1;
 const VRING_NOFD: u64 = 1 << 8;
 /// The header: request, flags, payload size (u32 each).
 const HDR_LEN: usize = 12;
+/// Longest wait for the handler's answer to a SET_VRING_CALL (rule 4).
+const CALL_ACK_LIMIT: Duration = Duration::from_secs(2);
+
+/// Rule 4: the handler's answer to the SET_VRING_CALL the relay is waiting for.
+#[derive(Default)]
+struct CallAck {
+    /// (waiting, the answer is the relay's own and not passed back, arrived)
+    state: Mutex<(bool, bool, bool)>,
+    cv: Condvar,
+}
+
+impl CallAck {
+    fn expect(&self, own: bool) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (true, own, false);
+    }
+
+    /// The answer arrived; true if it is the relay's own (not to be passed back).
+    fn arrived(&self) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.0 {
+            return false;
+        }
+        *s = (false, s.1, true);
+        self.cv.notify_all();
+        s.1
+    }
+
+    /// Waits (bounded) for [`arrived`](Self::arrived); false on timeout or a broken relay.
+    fn wait(&self) -> bool {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, _) = self
+            .cv
+            .wait_timeout_while(s, CALL_ACK_LIMIT, |s| !s.2)
+            .unwrap_or_else(|e| e.into_inner());
+        s.2
+    }
+}
 
 /// One vhost-user message with the descriptors that came with it.
 struct Msg {
@@ -160,8 +208,10 @@ impl Relay {
         let front_w = Arc::new(Mutex::new(front.try_clone()?));
         let back_r = back.try_clone()?;
         let front_close = front.try_clone()?;
+        let call_ack = Arc::new(CallAck::default());
         let to_back = {
             let front_w = front_w.clone();
+            let call_ack = call_ack.clone();
             std::thread::Builder::new()
                 .name("vu-relay-in".into())
                 .spawn(move || {
@@ -170,6 +220,7 @@ impl Relay {
                         max_queue_size,
                         reply_ack: false,
                         area_installed: false,
+                        call_ack,
                     };
                     if let Err(e) = s.run(&front, &back, &front_w) {
                         tracing::debug!("relay from the frontend: {e}");
@@ -182,6 +233,13 @@ impl Relay {
             .spawn(move || {
                 let r = (|| -> io::Result<()> {
                     while let Some(m) = read_msg(&back_r)? {
+                        let is_reply = m.flags & VhostUserHeaderFlag::REPLY.bits() != 0;
+                        if is_reply
+                            && m.code() == Some(FrontendReq::SET_VRING_CALL)
+                            && call_ack.arrived()
+                        {
+                            continue;
+                        }
                         let w = front_w.lock().unwrap_or_else(|e| e.into_inner());
                         forward(&w, &m)?;
                     }
@@ -210,9 +268,32 @@ struct State<P: Personality> {
     max_queue_size: u16,
     reply_ack: bool,
     area_installed: bool,
+    call_ack: Arc<CallAck>,
 }
 
 impl<P: Personality> State<P> {
+    /// Rule 4: SET_VRING_CALL passed on, then the new call eventfd signalled once installed.
+    fn set_vring_call(&self, mut m: Msg, back: &UnixStream) -> io::Result<()> {
+        let nofd = m
+            .body::<VhostUserU64>()
+            .is_none_or(|v| v.value & VRING_NOFD != 0);
+        if !self.area_installed || nofd || m.fds.is_empty() {
+            return forward(back, &m);
+        }
+        if self.reply_ack {
+            self.call_ack.expect(!m.need_reply());
+            m.flags |= VhostUserHeaderFlag::NEED_REPLY.bits();
+        }
+        forward(back, &m)?;
+        if self.reply_ack && !self.call_ack.wait() {
+            tracing::warn!("no answer to SET_VRING_CALL: signalling the call eventfd anyway");
+        }
+        if let Err(e) = (&m.fds[0]).write_all(&1u64.to_ne_bytes()) {
+            tracing::warn!("cannot signal the call eventfd: {e}");
+        }
+        Ok(())
+    }
+
     fn run(
         &mut self,
         front: &UnixStream,
@@ -238,6 +319,7 @@ impl<P: Personality> State<P> {
                         reply(FrontendReq::SET_INFLIGHT_FD, v.as_slice(), &[])?;
                     }
                 }
+                Some(FrontendReq::SET_VRING_CALL) => self.set_vring_call(m, back)?,
                 code => {
                     if code == Some(FrontendReq::SET_PROTOCOL_FEATURES) {
                         self.reply_ack = m.body::<VhostUserU64>().is_some_and(|f| {
