@@ -32,7 +32,7 @@ flock "$LOCK" cargo build -q --release -p guest-tests -p vhost-blk
 [ -e "$TREE/.git" ] || flock "$LOCK" ci/kernel-git.sh "$TREE"
 if ! g rev-parse -q --verify refs/tags/good >/dev/null; then
     g tag base
-    patch -d "$TREE" -p1 --fuzz=0 -s < images/patches/seed000.patch
+    patch -d "$TREE" -p1 --fuzz=0 -s < images/patches/6.12/seed000.patch
     g commit -q -am "block/blk-mq: replace queue_lock in blk_mq_run_hw_queue with smp_mb (seed 000)"
     g tag good
 fi

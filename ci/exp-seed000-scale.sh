@@ -9,7 +9,8 @@
 #
 # Environment: OUT (default docs/results/seed000-scale), REPEAT (3), CELLS (default: every
 # cell of both suites, as SUITE/VARIANT), LINE (kernel line, default rt128: NR_CPUS=128),
-# HOST_SCHED (short, as the main job).
+# HOST_SCHED (short, as the main job), FIX_LATEST (the newest posting's component: seed000-v7
+# on 6.12 lines, seed000-v8 on rt73).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,10 +20,7 @@ LINE=${LINE:-rt128}
 HOST_SCHED=${HOST_SCHED:-short}
 LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
-P=$PWD/images/patches
-KERNELS="$LINE,$LINE+seed000=$LINE+patch:$P/seed000.patch"
-KERNELS+=",$LINE+seed000-paired=$LINE+patch:$P/seed000.patch+patch:$P/seed000-paired.patch"
-KERNELS+=",$LINE+seed000-v7=$LINE+patch:$P/seed000-v7.patch"
+KERNELS="$LINE,$LINE+seed000,$LINE+seed000-paired,$LINE+${FIX_LATEST:-seed000-v7}"
 [ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
 
 cells() {

@@ -8,7 +8,7 @@
 #             quiesce-storm suite on the same kernels plus the TEST-ONLY negative control
 #             rt+nobarrier (queue_lock re-check removed, no barrier), STORM_REPEAT boots each;
 #   unfrozen: the same kernels with the TEST-ONLY unfrozen storm hook (the +storm variants,
-#             images/patches/storm-hook.patch): its detector's self-test
+#             images/patches/6.12/storm-hook.patch): its detector's self-test
 #             (quiesce-storm-unfrozen-detect, must fail with evidence), then
 #             quiesce-storm-unfrozen, STORM_REPEAT interleaved boots each.
 # The CPU lock (/tmp/vb-cpu.lock) is taken per matrix. Prints one line per run and the comparisons.

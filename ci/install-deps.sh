@@ -16,6 +16,7 @@ PKGS=(
     ccache build-essential bc bison flex libelf-dev libssl-dev   # kernel builds
     dpkg-dev libaio-dev zlib1g-dev       # apt-get source / dpkg-source, static fio
     xz-utils file patch git ca-certificates python3
+    debian-archive-keyring               # with trixie's keys: the 7.3 kernels' private trixie-backports list
     slurm-wlm munge                      # the single-node Slurm cluster of the --executor slurm test
 )
 
@@ -31,6 +32,12 @@ missing=()
 for p in "${PKGS[@]}"; do
     installed "$p" || missing+=("$p")
 done
+# images/kernels.toml fetches the 7.3 kernels from trixie-backports, signed by trixie's archive
+# key: bookworm's keyring has it from 2023.3+deb12u1 on; an older one is upgraded.
+if [ ! -s /usr/share/keyrings/debian-archive-trixie-automatic.gpg ] &&
+    [[ " ${missing[*]} " != *" debian-archive-keyring "* ]]; then
+    missing+=(debian-archive-keyring)
+fi
 qu=$(version_of qemu-utils || true)
 qs=$(version_of qemu-system-x86 || true)
 if [ ${#missing[@]} -eq 0 ] && [[ "$qu" == 1:7.2* ]] && [ "$qu" = "$qs" ]; then

@@ -7,7 +7,9 @@
 #   REPEAT boots per kernel in the chosen DESIGN, vCPU threads pinned (guest-tests' default);
 #   then the verdict in plain words, the verdict table, and report.md / report.html.
 #
-# Environment: REPEAT (default 6), KERNELS (default rt,rt+seed000; the first is the baseline),
+# Environment: REPEAT (default 6), LINE (the kernel line, default rt: Debian's 6.12 source with
+# PREEMPT_RT; rt73: Debian's 7.3 source; `guest-tests images list` shows the lines),
+# KERNELS (default $LINE,$LINE+seed000; the first is the baseline),
 # DESIGN (interleaved | paired, default below: the measured better one, docs/results/verdict),
 # HOST_SCHED (short, the default: QEMU and the backend at nice -19, so that a compile on the
 # same machine takes CPU from itself and not from the guest, plus the fair scheduler's 0.1 ms
@@ -20,7 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REPEAT=${REPEAT:-6}
-KERNELS=${KERNELS:-rt,rt+seed000}
+LINE=${LINE:-rt}
+KERNELS=${KERNELS:-$LINE,$LINE+seed000}
 DESIGN=${DESIGN:-interleaved}
 HOST_SCHED=${HOST_SCHED:-short}
 BUILTIN=${BUILTIN:-0}

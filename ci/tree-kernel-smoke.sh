@@ -4,7 +4,7 @@
 #   guest-tests run --kernels tree=tree:DIR@HEAD,tree+seed000=tree:DIR@HEAD+patch:seed000.patch
 # on the smoke suite (one boot each), and checks that both runs passed and that their
 # provenance names the tree's commit and the patch's sha256; then the unfrozen quiesce storm on
-# the tree with images/patches/storm-hook.patch (below). One cold kernel build (~11-16 min on 2
+# the tree with images/patches/6.12/storm-hook.patch (below). One cold kernel build (~11-16 min on 2
 # cores with an empty ccache), two incremental ones (seconds); bounded by `timeout`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ TREE=$WORK/linux
 [ -e "$TREE/.git" ] || ci/kernel-git.sh "$TREE"
 HEAD=$(git -C "$TREE" rev-parse HEAD)
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/vb-tree-smoke.XXXXXX")
-PATCH=$PWD/images/patches/seed000.patch
+PATCH=$PWD/images/patches/6.12/seed000.patch
 timeout 50m "$GT" run --suite smoke --repeat 1 --accel auto --no-progress --out "$OUT/runs" \
     --kernels "tree=tree:$TREE@HEAD,tree+seed000=tree:$TREE@HEAD+patch:$PATCH"
 PATCH_SHA=$(sha256sum "$PATCH" | cut -d' ' -f1)
@@ -36,7 +36,7 @@ PY
 # The same tree with the TEST-ONLY unfrozen quiesce-storm hook (one more incremental build): a
 # 30 s storm must run >= 10,000 cycles under I/O with no lost run and no stuck I/O, and the
 # hook's detector must catch its self-test (a stopped hctx) and fail that run with evidence.
-STORM=$PWD/images/patches/storm-hook.patch
+STORM=$PWD/images/patches/6.12/storm-hook.patch
 SK="tree+storm=tree:$TREE@HEAD+patch:$STORM"
 timeout 20m "$GT" run --suite quiesce-storm-unfrozen --repeat 1 --accel auto --no-progress \
     --out "$OUT/storm" --kernels "$SK"

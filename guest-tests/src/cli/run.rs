@@ -12,8 +12,8 @@ use crate::suite::{self, Bios};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Comma-separated kernels: variants of images/kernels.toml, or ad-hoc kernels
-    /// `LABEL=tree:PATH[@REV][+patch:FILE]...` / `LABEL=VARIANT+patch:FILE...`.
+    /// Comma-separated kernels: LINE(+COMPONENT)* of images/kernels.toml (`images list`), or
+    /// ad-hoc kernels `LABEL=tree:PATH[@REV][+patch:FILE]...` / `LABEL=KERNEL+patch:FILE...`.
     #[arg(long, default_value = "rt,rt+seed000")]
     kernels: String,
     #[arg(long, default_value = "seed000-rt-lock")]

@@ -1,4 +1,4 @@
-//! `guest-tests images build VARIANT... | list`: parsed arguments and the two commands.
+//! `guest-tests images build KERNEL... | list`: parsed arguments and the two commands.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,9 +17,9 @@ pub struct ImagesArgs {
 
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ImagesCmd {
-    /// Build (or take from the cache) what each variant needs; print artefact paths and hashes.
+    /// Build (or take from the cache) what each kernel needs; print artefact paths and hashes.
     Build {
-        /// Variant names from images/kernels.toml.
+        /// Kernel names: LINE(+COMPONENT)* or an alias (images/kernels.toml; `images list`).
         #[arg(required = true)]
         variants: Vec<String>,
         /// Build this kernel git tree instead of the variant's Debian source.
@@ -41,7 +41,7 @@ pub enum ImagesCmd {
         #[arg(long)]
         quiet: bool,
     },
-    /// Show the variants and what of them is cached.
+    /// Show the kernel lines, aliases and components, and what is cached.
     List {
         #[arg(long)]
         cache: Option<PathBuf>,
@@ -98,7 +98,7 @@ fn print_image(k: &KernelImage, secs: f64) -> Result<(), ImageError> {
     Ok(())
 }
 
-/// Builds each variant, prints its artefacts; with `verify`, rebuilds from scratch and compares.
+/// Builds each kernel, prints its artefacts; with `verify`, rebuilds from scratch and compares.
 pub fn cli_build(
     variants: &[String],
     opts: &ImageOptions,
@@ -140,9 +140,9 @@ fn verify_variant(
 ) -> Result<(), ImageError> {
     let ctx = Ctx::new(&super::cache_dir(opts), opts.progress)?;
     let v = m.variant(name)?;
-    if m.source_of(v).is_source() {
+    if m.source_of(&v).is_source() {
         let t = Instant::now();
-        let again = kernel::ensure(&ctx, m, v, opts, true)?;
+        let again = kernel::ensure(&ctx, m, &v, opts, true)?;
         same(
             "bzImage",
             &k.bzimage_sha256,
@@ -161,9 +161,9 @@ fn verify_variant(
     let _ = std::fs::remove_file(&fio_again);
     same("fio", &a, &b, t.elapsed().as_secs_f64())?;
     let t = Instant::now();
-    let mods = match m.source_of(v) {
+    let mods = match m.source_of(&v) {
         Source::DebianPrebuilt { .. } => {
-            let pre = super::prebuilt::ensure(&ctx, m, v)?;
+            let pre = super::prebuilt::ensure(&ctx, m, &v)?;
             super::modules::resolve(&pre.modules_dir, &v.modules)?
         }
         Source::DebianSource { .. } | Source::GitTree { .. } => Vec::new(),
@@ -177,19 +177,60 @@ fn verify_variant(
     )
 }
 
-/// Prints the variants and their cache state.
+/// Prints the kernel lines, aliases and components with their cache state and availability.
 pub fn cli_list(opts: &ImageOptions) -> Result<(), ImageError> {
-    let rows = super::list(opts)?;
-    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4);
-    for r in rows {
-        let state = match &r.cached_bzimage {
-            Some(p) => format!("cached {}", p.display()),
-            None => "not built".to_string(),
-        };
-        println!("{:w$}  {state}\n{:w$}  {}", r.name, "", r.description);
-    }
     let m = Manifest::load(&manifest_path())?;
     let cache = super::cache_dir(opts);
+    let state = |p: Option<PathBuf>| match p {
+        Some(p) => format!("cached {}", p.display()),
+        None => "not built".to_string(),
+    };
+    println!(
+        "kernel lines (a kernel is LINE(+COMPONENT)*, components applied in the order written):"
+    );
+    let rows = super::list(&m, opts)?;
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4);
+    for r in rows {
+        println!(
+            "  {:w$}  {}  [{}]",
+            r.name,
+            r.source,
+            state(r.cached_bzimage)
+        );
+        println!("  {:w$}  {}", "", r.description);
+    }
+    println!("aliases:");
+    for (a, target) in &m.aliases {
+        let v = m.variant(a)?;
+        let cached = super::cached_bzimage(&m, &v, &cache, opts)?;
+        println!("  {a} = {target}  [{}]", state(cached));
+    }
+    println!("components:");
+    let w = m.components.iter().map(|c| c.name.len()).max().unwrap_or(4);
+    for c in &m.components {
+        let what = match (&c.overlay, &c.cmdline) {
+            (Some(o), _) => format!("config overlay {}", o.display()),
+            (None, Some(words)) => format!("command line '{words}'"),
+            (None, None) => format!("patches {}", c.patches.join(" ")),
+        };
+        let avail = m.availability(c);
+        let on: Vec<&str> = avail
+            .iter()
+            .filter(|(_, a)| a.is_ok())
+            .map(|(l, _)| *l)
+            .collect();
+        println!("  {:w$}  {what}; lines: {}", c.name, on.join(", "));
+        println!("  {:w$}  {}", "", c.description);
+        for (l, why) in avail
+            .iter()
+            .filter_map(|(l, a)| a.as_ref().err().map(|e| (l, e)))
+        {
+            if c.absent.contains_key(*l) {
+                println!("  {:w$}  not on {l}: {why}", "");
+            }
+        }
+    }
+    list_builds(&cache);
     let fio = cache
         .join("fio")
         .join(util::safe_name(&m.initramfs.fio.version))
@@ -208,4 +249,25 @@ pub fn cli_list(opts: &ImageOptions) -> Result<(), ImageError> {
         cache.join("initramfs").display()
     );
     Ok(())
+}
+
+/// The kernels built so far (each under the name it was first built as).
+fn list_builds(cache: &std::path::Path) {
+    let dir = cache.join("kernels");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path().join("kernel.json")).ok())
+                .filter_map(|t| serde_json::from_str::<kernel::BuildRecord>(&t).ok())
+                .map(|r| r.variant)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    println!(
+        "kernels built in {} ({}): {}",
+        dir.display(),
+        names.len(),
+        names.join(" ")
+    );
 }

@@ -1,11 +1,12 @@
 //! A static fio built from Debian's source package, cached by source version.
 //!
 //! The source comes from `apt-get source` with a private sources list holding the manifest's one
-//! `deb-src` line (own lists and cache directories, so the system's apt state is not touched).
+//! `deb-src` line ([`super::apt::PrivateApt`]: the system's apt state is not touched).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::apt::PrivateApt;
 use super::manifest::FioRecipe;
 use super::util::{self, Ctx, Lock};
 use super::{ImageError, BUILDER_VERSION};
@@ -46,30 +47,12 @@ pub fn ensure(ctx: &Ctx, recipe: &FioRecipe) -> Result<PathBuf, ImageError> {
 /// Builds fio from source in `<dir>/<name>`; returns the stripped binary (inside `dir`).
 pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<PathBuf, ImageError> {
     let log = dir.join("build.log");
-    let apt = dir.join("apt");
-    for sub in ["lists/partial", "cache/archives/partial", "dl"] {
-        util::mkdirs(&apt.join(sub))?;
-    }
-    util::write_atomic(
-        &apt.join("sources.list"),
-        format!("{}\n", recipe.deb_src).as_bytes(),
-    )?;
-    let apt_opts = |c: &mut Command| {
-        c.arg("-o")
-            .arg(format!(
-                "Dir::Etc::SourceList={}",
-                apt.join("sources.list").display()
-            ))
-            .arg("-o")
-            .arg("Dir::Etc::SourceParts=/dev/null")
-            .arg("-o")
-            .arg(format!("Dir::State::Lists={}", apt.join("lists").display()))
-            .arg("-o")
-            .arg(format!("Dir::Cache={}", apt.join("cache").display()));
-    };
+    let apt = PrivateApt::at(&dir.join("apt"), &recipe.deb_src)?;
+    let dl = dir.join("apt").join("dl");
+    util::mkdirs(&dl)?;
     let pb = ctx.bar(4, "fio");
     pb.set_message("apt-get update (private deb-src list)");
-    let dsc = apt.join("dl").join(format!(
+    let dsc = dl.join(format!(
         "{}_{}.dsc",
         recipe.package,
         recipe
@@ -78,14 +61,11 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
             .map_or(recipe.version.as_str(), |(_, v)| v)
     ));
     if !dsc.is_file() {
-        let mut c = Command::new("apt-get");
-        apt_opts(&mut c);
-        util::run_logged(c.arg("update"), "apt-get update (deb-src)", &log, |_| {})?;
+        apt.update(&log)?;
         pb.inc(1);
         pb.set_message("apt-get source");
-        let mut c = Command::new("apt-get");
-        apt_opts(&mut c);
-        c.current_dir(apt.join("dl"))
+        let mut c = apt.apt_get();
+        c.current_dir(&dl)
             .arg("source")
             .arg("--download-only")
             .arg(format!("{}={}", recipe.package, recipe.version));

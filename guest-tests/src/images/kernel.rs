@@ -3,6 +3,7 @@
 //! with ccache and reproducible-build variables. One work tree per source: switching variants
 //! reverts/applies only the patches that differ, so `make` rebuilds only what they touch.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -44,6 +45,8 @@ enum Tree {
         version: String,
         sha256: String,
         tarball: String,
+        /// The private sources line it is fetched from (not part of the key: where, not what).
+        apt: Option<String>,
     },
     /// A developer's git tree at one commit (or its checkout with uncommitted changes).
     Git(GitSource),
@@ -63,18 +66,20 @@ impl Tree {
                 version,
                 sha256,
                 tarball,
+                apt,
             } => Ok(Tree::Debian {
                 package: package.clone(),
                 version: version.clone(),
                 sha256: sha256.clone(),
                 tarball: tarball.clone(),
+                apt: apt.clone(),
             }),
             Source::GitTree { path, rev } => Ok(Tree::Git(GitSource::resolve(
                 &m.path(path),
                 rev.as_deref(),
             )?)),
             Source::DebianPrebuilt { .. } => Err(ImageError::Usage(format!(
-                "variant '{}' is not built from source",
+                "kernel '{}' is not built from source",
                 v.name
             ))),
         }
@@ -136,6 +141,11 @@ fn inputs(
         tree.key_line(),
         format!("fragment={} sha256={frag_sha}", name(&frag)),
     ];
+    // Only lines with renames get this line, so the others keep their keys.
+    if !v.renames.is_empty() {
+        let r: Vec<String> = v.renames.iter().map(|(o, n)| format!("{o}>{n}")).collect();
+        lines.push(format!("renames={}", r.join(",")));
+    }
     // Only variants with overlays get these lines, so the others keep their keys.
     for o in v.overlays.iter().map(|o| m.path(o)) {
         lines.push(format!("overlay={} sha256={}", name(&o), sha256_file(&o)?));
@@ -152,7 +162,7 @@ fn fragment_path(m: &Manifest, v: &Variant) -> Result<PathBuf, ImageError> {
     v.fragment
         .as_ref()
         .map(|f| m.path(f))
-        .ok_or_else(|| ImageError::Usage(format!("variant '{}' has no config fragment", v.name)))
+        .ok_or_else(|| ImageError::Usage(format!("kernel '{}' has no config fragment", v.name)))
 }
 
 /// The fragment, then the overlays, in the order merge_config.sh takes them.
@@ -238,12 +248,7 @@ pub fn ensure(
     let src = work.join("src");
     patches::switch_stack(&src, &stack(m, v, opts)?)?;
     let build = work.join("build");
-    configure(
-        &src,
-        &build,
-        &fragment_paths(m, v)?,
-        &work.join("build.log"),
-    )?;
+    configure(&src, &work, &fragment_paths(m, v)?, &v.renames)?;
     make(ctx, &work, epoch, &key, &v.name)?;
     let secs = started.elapsed().as_secs_f64();
 
@@ -303,8 +308,9 @@ fn prepare_source(ctx: &Ctx, tree: &Tree, work: &Path) -> Result<i64, ImageError
                 version,
                 sha256,
                 tarball,
+                apt,
             } => {
-                let deb = util::download_deb(ctx, package, version, sha256)?;
+                let deb = util::download_deb(ctx, package, version, sha256, apt.as_deref())?;
                 let pb = ctx.bar(1, "extract");
                 pb.set_message(format!("{package} {version}"));
                 let script = format!(
@@ -395,18 +401,60 @@ pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
     missing
 }
 
+/// `text` with every `CONFIG_OLD=...` / `# CONFIG_OLD is not set` line written for `NEW`
+/// (`renames`: OLD -> NEW); other lines as they are.
+pub fn rename_options(text: &str, renames: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (prefix, rest) = match line.strip_prefix("# ") {
+            Some(r) => ("# ", r),
+            None => ("", line),
+        };
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        match renames.get(&rest[..name_end]) {
+            Some(new) => {
+                out.push_str(prefix);
+                out.push_str(new);
+                out.push_str(&rest[name_end..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// tinyconfig + fragments (merge_config.sh, in order) + olddefconfig, then the survival check.
-/// Skipped when the build tree already has a config from the same fragments and source.
+/// With `renames`, the fragments are rewritten first (into `<work>/fragments/`) and the check
+/// asks for the new names. Skipped when the build tree already has a config from the same
+/// fragment text and source.
 fn configure(
     src: &Path,
-    build: &Path,
+    work: &Path,
     fragments: &[PathBuf],
-    log: &Path,
+    renames: &BTreeMap<String, String>,
 ) -> Result<(), ImageError> {
-    let texts = fragments
+    let build = &work.join("build");
+    let log = &work.join("build.log");
+    let mut texts = fragments
         .iter()
         .map(|f| std::fs::read_to_string(f).map_err(|e| ImageError::io(f, e)))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut merged: Vec<PathBuf> = fragments.to_vec();
+    if !renames.is_empty() {
+        let dir = work.join("fragments");
+        util::mkdirs(&dir)?;
+        for (i, (t, f)) in texts.iter_mut().zip(merged.iter_mut()).enumerate() {
+            *t = rename_options(t, renames);
+            let name = f
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let out = dir.join(format!("{i:02}-{name}"));
+            util::write_atomic(&out, t.as_bytes())?;
+            *f = out;
+        }
+    }
     let frag_text = texts.join("\n");
     // One fragment: frag_text is its text alone, so the id is the one it had before overlays.
     let id = sha256_hex(frag_text.as_bytes());
@@ -432,7 +480,7 @@ fn configure(
             .args(["-m", "-O"])
             .arg(build)
             .arg(&config)
-            .args(fragments)
+            .args(&merged)
             .env("ARCH", "x86_64"),
         "merge_config.sh",
         log,
@@ -527,42 +575,4 @@ fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_options_names_what_did_not_survive() {
-        let frag = "# comment\nCONFIG_SMP=y\nCONFIG_NR_CPUS=16\nCONFIG_FOO=y\n# CONFIG_BAR is not set\n# CONFIG_BAZ is not set\n";
-        let config = "CONFIG_SMP=y\nCONFIG_NR_CPUS=8\n# CONFIG_FOO is not set\nCONFIG_BAZ=y\n";
-        assert_eq!(
-            missing_options(frag, config),
-            vec![
-                "CONFIG_NR_CPUS=16 (got 8)",
-                "CONFIG_FOO=y (got n)",
-                "CONFIG_BAZ=n (got y)"
-            ]
-        );
-        assert!(missing_options(frag, &format!("{config}CONFIG_FOO=y\n"))
-            .iter()
-            .all(|m| !m.starts_with("CONFIG_FOO")));
-    }
-
-    #[test]
-    fn an_overlay_overrides_the_fragment_before_it() {
-        let frags = "CONFIG_NR_CPUS=16\nCONFIG_SMP=y\n\nCONFIG_NR_CPUS=64\n";
-        assert!(missing_options(frags, "CONFIG_NR_CPUS=64\nCONFIG_SMP=y\n").is_empty());
-        assert_eq!(
-            missing_options(frags, "CONFIG_NR_CPUS=16\nCONFIG_SMP=y\n"),
-            vec!["CONFIG_NR_CPUS=64 (got 16)"]
-        );
-    }
-
-    #[test]
-    fn cache_key_changes_with_every_input() {
-        let base = vec!["source=a".to_string(), "fragment=f sha256=1".to_string()];
-        let mut other = base.clone();
-        other.push("patch=p sha256=2".into());
-        assert_ne!(key_of(&base), key_of(&other));
-        assert_eq!(key_of(&base), key_of(&base.clone()));
-    }
-}
+mod tests;

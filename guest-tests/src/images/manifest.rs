@@ -1,6 +1,14 @@
-//! The kernel manifest (`images/kernels.toml`): sources, variants and the initramfs recipe.
-//! Parsing is strict (unknown keys are errors) and [`Manifest::load`] validates cross-references
-//! and that every referenced file exists.
+//! The kernel manifest (`images/kernels.toml`): sources, kernel lines, components, aliases and
+//! the initramfs recipe.
+//!
+//! Rules:
+//! 1. Parsing is strict: unknown keys are errors.
+//! 2. [`Manifest::load`] validates cross-references and that every referenced file exists:
+//!    a line's source, fragment and patch directory; a component's overlay; every patch file of
+//!    every patch component on every source line, unless the component says in `absent` why it
+//!    does not exist on that line; every alias.
+//! 3. A kernel name is `LINE(+COMPONENT)*` or an alias followed by more components; it is
+//!    resolved into a [`Variant`] by [`Manifest::variant`] (`compose.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,15 +17,30 @@ use serde::Deserialize;
 
 use super::ImageError;
 
+/// One more package of a prebuilt kernel, extracted into the same root as the first.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraPackage {
+    pub package: String,
+    pub sha256: String,
+}
+
 /// Where a kernel comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Source {
-    /// A Debian `linux-image-*` package used as is (its modules go into the initramfs).
+    /// A Debian kernel image package used as is (its modules go into the initramfs). `extra`
+    /// packages of the same version are extracted into the same root (newer Debian kernels
+    /// ship the image, the modules and modules.builtin/order in separate packages).
     DebianPrebuilt {
         package: String,
         version: String,
         sha256: String,
+        /// One `deb ...` line: fetch from this private sources list, not the host's.
+        #[serde(default)]
+        apt: Option<String>,
+        #[serde(default)]
+        extra: Vec<ExtraPackage>,
     },
     /// A Debian `linux-source-*` package: the kernel tarball inside it is built.
     DebianSource {
@@ -25,6 +48,9 @@ pub enum Source {
         version: String,
         sha256: String,
         tarball: String,
+        /// One `deb ...` line: fetch from this private sources list, not the host's.
+        #[serde(default)]
+        apt: Option<String>,
     },
     /// A developer's git tree (`path` relative to the manifest or absolute), at `rev` or, without
     /// it, the current checkout with its uncommitted changes. Built like a Debian source.
@@ -61,33 +87,91 @@ impl Source {
             Source::GitTree { .. } => None,
         }
     }
+    /// The private `deb ...` line the packages come from (None: the host's apt sources).
+    pub fn apt(&self) -> Option<&str> {
+        match self {
+            Source::DebianPrebuilt { apt, .. } | Source::DebianSource { apt, .. } => apt.as_deref(),
+            Source::GitTree { .. } => None,
+        }
+    }
     /// Built from source (a Debian source package or a git tree).
     pub fn is_source(&self) -> bool {
         !matches!(self, Source::DebianPrebuilt { .. })
     }
 }
 
-/// One buildable kernel variant.
+/// A kernel line: a source and how it is configured (source builds) or booted (prebuilt).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Variant {
+pub struct Line {
     pub name: String,
     pub source: String,
     #[serde(default)]
     pub description: String,
-    /// Config fragment merged onto tinyconfig (source builds only).
+    /// Config fragment merged onto tinyconfig (source lines only).
     pub fragment: Option<PathBuf>,
-    /// More fragments merged after `fragment`, in order: an option set again overrides the
-    /// earlier value (source builds only). A variant without them keeps its cache key.
+    /// Options this line's kernel knows under another name: `OLD = NEW` rewrites the fragment's
+    /// `CONFIG_OLD` lines before the merge (and the check), for this line only.
     #[serde(default)]
-    pub overlays: Vec<PathBuf>,
-    #[serde(default)]
-    pub patches: Vec<PathBuf>,
-    /// Modules wanted in the initramfs (prebuilt kernels only).
+    pub renames: BTreeMap<String, String>,
+    /// The directory of this line's patch files (source lines only).
+    pub patch_dir: Option<PathBuf>,
+    /// Modules wanted in the initramfs (prebuilt lines only).
     #[serde(default)]
     pub modules: Vec<String>,
     /// Extra kernel command-line words.
     #[serde(default)]
+    pub cmdline: String,
+}
+
+/// A named piece a kernel name adds to its line: a config overlay, a patch set (file names in
+/// the line's patch directory, applied in order) or command-line words. Exactly one of the three.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// A config fragment merged after the line's fragment (source lines only).
+    pub overlay: Option<PathBuf>,
+    #[serde(default)]
+    pub patches: Vec<String>,
+    pub cmdline: Option<String>,
+    /// Source lines on which this patch set deliberately does not exist, with the reason.
+    #[serde(default)]
+    pub absent: BTreeMap<String, String>,
+}
+
+impl Component {
+    /// `overlay`, `patches` or `cmdline`.
+    pub fn kind(&self) -> &'static str {
+        if self.overlay.is_some() {
+            "overlay"
+        } else if !self.patches.is_empty() {
+            "patches"
+        } else {
+            "cmdline"
+        }
+    }
+}
+
+/// One buildable kernel: a line with its components resolved (see `compose.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    pub source: String,
+    pub description: String,
+    /// Config fragment merged onto tinyconfig (source builds only).
+    pub fragment: Option<PathBuf>,
+    /// The line's option renames (see [`Line::renames`]).
+    pub renames: BTreeMap<String, String>,
+    /// More fragments merged after `fragment`, in order: an option set again overrides the
+    /// earlier value (source builds only). A kernel without them keeps its cache key.
+    pub overlays: Vec<PathBuf>,
+    pub patches: Vec<PathBuf>,
+    /// Modules wanted in the initramfs (prebuilt kernels only).
+    pub modules: Vec<String>,
+    /// Extra kernel command-line words.
     pub cmdline: String,
 }
 
@@ -116,8 +200,12 @@ pub struct InitramfsRecipe {
 #[serde(deny_unknown_fields)]
 struct Raw {
     sources: BTreeMap<String, Source>,
-    #[serde(rename = "variant")]
-    variants: Vec<Variant>,
+    #[serde(rename = "line")]
+    lines: Vec<Line>,
+    #[serde(rename = "component", default)]
+    components: Vec<Component>,
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
     initramfs: InitramfsRecipe,
 }
 
@@ -126,7 +214,10 @@ struct Raw {
 pub struct Manifest {
     pub dir: PathBuf,
     pub sources: BTreeMap<String, Source>,
-    pub variants: Vec<Variant>,
+    pub lines: Vec<Line>,
+    pub components: Vec<Component>,
+    /// `NAME = "LINE+COMPONENT..."`: a short name for a composition.
+    pub aliases: BTreeMap<String, String>,
     pub initramfs: InitramfsRecipe,
 }
 
@@ -137,10 +228,17 @@ fn invalid(path: &Path, msg: String) -> ImageError {
     }
 }
 
-fn is_sha256(s: &str) -> bool {
+pub(crate) fn is_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// A line, component or alias name: non-empty `[A-Za-z0-9-_.]` (no `+`, the separator).
+pub(crate) fn is_part_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 impl Manifest {
@@ -157,7 +255,9 @@ impl Manifest {
         let m = Manifest {
             dir: dir.to_path_buf(),
             sources: raw.sources,
-            variants: raw.variants,
+            lines: raw.lines,
+            components: raw.components,
+            aliases: raw.aliases,
             initramfs: raw.initramfs,
         };
         m.validate()?;
@@ -166,69 +266,36 @@ impl Manifest {
 
     fn validate(&self) -> Result<(), String> {
         for (name, s) in &self.sources {
-            if s.sha256().is_some_and(|h| !is_sha256(h)) {
-                return Err(format!(
-                    "source '{name}': sha256 must be 64 lowercase hex digits"
-                ));
-            }
-            if s.package().is_empty() || s.version().is_empty() {
-                return Err(format!("source '{name}': package and version must be set"));
-            }
+            validate_source(name, s)?;
         }
         let mut seen = std::collections::BTreeSet::new();
-        for v in &self.variants {
-            let ok_name = !v.name.is_empty()
-                && v.name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+-_.".contains(&b));
-            if !ok_name {
+        let names = self.lines.iter().map(|l| ("line", &l.name));
+        let names = names.chain(self.components.iter().map(|c| ("component", &c.name)));
+        for (what, n) in names.chain(self.aliases.keys().map(|a| ("alias", a))) {
+            if !is_part_name(n) {
                 return Err(format!(
-                    "variant name '{}' must be non-empty [A-Za-z0-9+-_.]",
-                    v.name
+                    "{what} name '{n}' must be non-empty [A-Za-z0-9-_.]"
                 ));
             }
-            if !seen.insert(v.name.as_str()) {
-                return Err(format!("variant '{}' is defined twice", v.name));
+            if !seen.insert(n.as_str()) {
+                return Err(format!("the name '{n}' is defined twice"));
             }
-            let Some(src) = self.sources.get(&v.source) else {
+        }
+        for l in &self.lines {
+            self.validate_line(l)?;
+        }
+        for c in &self.components {
+            self.validate_component(c)?;
+        }
+        for (alias, target) in &self.aliases {
+            let first = target.split('+').next().unwrap_or_default();
+            if self.aliases.contains_key(first) {
                 return Err(format!(
-                    "variant '{}': unknown source '{}'",
-                    v.name, v.source
+                    "alias '{alias}': '{target}' starts with another alias"
                 ));
-            };
-            match src {
-                Source::DebianPrebuilt { .. } => {
-                    if v.fragment.is_some() || !v.overlays.is_empty() || !v.patches.is_empty() {
-                        return Err(format!(
-                            "variant '{}': a prebuilt kernel takes no fragment or patches",
-                            v.name
-                        ));
-                    }
-                }
-                Source::DebianSource { .. } | Source::GitTree { .. } => {
-                    if v.fragment.is_none() {
-                        return Err(format!(
-                            "variant '{}': a source build needs a fragment",
-                            v.name
-                        ));
-                    }
-                    if !v.modules.is_empty() {
-                        return Err(format!(
-                            "variant '{}': source builds have everything built in; drop `modules`",
-                            v.name
-                        ));
-                    }
-                }
             }
-            for f in v.fragment.iter().chain(&v.overlays).chain(&v.patches) {
-                if !self.dir.join(f).is_file() {
-                    return Err(format!(
-                        "variant '{}': file {} not found",
-                        v.name,
-                        self.dir.join(f).display()
-                    ));
-                }
-            }
+            self.variant(target)
+                .map_err(|e| format!("alias '{alias}': {e}"))?;
         }
         if !self.dir.join(&self.initramfs.agent).is_file() {
             return Err(format!(
@@ -242,23 +309,132 @@ impl Manifest {
         Ok(())
     }
 
-    pub fn variant(&self, name: &str) -> Result<&Variant, ImageError> {
-        self.variants
-            .iter()
-            .find(|v| v.name == name)
-            .ok_or_else(|| ImageError::UnknownVariant {
-                name: name.to_string(),
-                known: self
-                    .variants
+    fn validate_line(&self, l: &Line) -> Result<(), String> {
+        let Some(src) = self.sources.get(&l.source) else {
+            return Err(format!("line '{}': unknown source '{}'", l.name, l.source));
+        };
+        if src.is_source() {
+            if l.fragment.is_none() {
+                return Err(format!(
+                    "line '{}': a source build needs a fragment",
+                    l.name
+                ));
+            }
+            if !l.modules.is_empty() {
+                return Err(format!(
+                    "line '{}': source builds have everything built in; drop `modules`",
+                    l.name
+                ));
+            }
+        } else if l.fragment.is_some() || l.patch_dir.is_some() || !l.renames.is_empty() {
+            return Err(format!(
+                "line '{}': a prebuilt kernel takes no fragment, renames or patch_dir",
+                l.name
+            ));
+        }
+        for (old, new) in &l.renames {
+            if !old.starts_with("CONFIG_") || !new.starts_with("CONFIG_") {
+                return Err(format!(
+                    "line '{}': renames are CONFIG_OLD = \"CONFIG_NEW\" ({old} = {new})",
+                    l.name
+                ));
+            }
+        }
+        if let Some(f) = &l.fragment {
+            self.need_file(&l.name, f)?;
+        }
+        if let Some(d) = &l.patch_dir {
+            if !self.dir.join(d).is_dir() {
+                return Err(format!(
+                    "line '{}': patch_dir {} not found",
+                    l.name,
+                    self.dir.join(d).display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_component(&self, c: &Component) -> Result<(), String> {
+        let kinds = [
+            c.overlay.is_some(),
+            !c.patches.is_empty(),
+            c.cmdline.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(format!(
+                "component '{}': give exactly one of overlay, patches, cmdline",
+                c.name
+            ));
+        }
+        if let Some(o) = &c.overlay {
+            self.need_file(&c.name, o)?;
+        }
+        if c.patches.iter().any(|p| p.contains('/') || p.is_empty()) {
+            return Err(format!(
+                "component '{}': patches are file names in each line's patch_dir",
+                c.name
+            ));
+        }
+        for (line, why) in &c.absent {
+            if !self.lines.iter().any(|l| l.name == *line) || why.trim().is_empty() {
+                return Err(format!(
+                    "component '{}': absent.{line} must name a line and say why",
+                    c.name
+                ));
+            }
+        }
+        if c.patches.is_empty() {
+            return Ok(());
+        }
+        for l in &self.lines {
+            let Some(dir) = &l.patch_dir else { continue };
+            let have: Vec<bool> = c
+                .patches
+                .iter()
+                .map(|p| self.dir.join(dir).join(p).is_file())
+                .collect();
+            if c.absent.contains_key(&l.name) || have.iter().all(|h| *h) {
+                continue;
+            }
+            return Err(format!(
+                "component '{}' on line '{}': {} not found (add it, or say in absent.{} why it does not exist there)",
+                c.name,
+                l.name,
+                c.patches
                     .iter()
-                    .map(|v| v.name.as_str())
+                    .zip(&have)
+                    .filter(|(_, h)| !**h)
+                    .map(|(p, _)| self.dir.join(dir).join(p).display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-            })
+                l.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn need_file(&self, who: &str, f: &Path) -> Result<(), String> {
+        if self.dir.join(f).is_file() {
+            Ok(())
+        } else {
+            Err(format!(
+                "'{who}': file {} not found",
+                self.dir.join(f).display()
+            ))
+        }
+    }
+
+    pub fn line(&self, name: &str) -> Option<&Line> {
+        self.lines.iter().find(|l| l.name == name)
+    }
+
+    pub fn component(&self, name: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.name == name)
     }
 
     pub fn source_of(&self, v: &Variant) -> &Source {
-        // validate() guarantees the source exists.
+        // validate() guarantees every line's source exists, and variants come from lines.
         &self.sources[&v.source]
     }
 
@@ -268,171 +444,31 @@ impl Manifest {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SHA: &str = "e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703";
-
-    fn fixture() -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(d.path().join("agent")).unwrap();
-        std::fs::write(d.path().join("agent/init"), "#!/bin/sh\n").unwrap();
-        std::fs::write(d.path().join("frag.config"), "CONFIG_SMP=y\n").unwrap();
-        std::fs::write(d.path().join("a.patch"), "").unwrap();
-        d
-    }
-
-    fn text(variants: &str) -> String {
-        format!(
-            r#"
-[sources.src]
-kind = "debian-source"
-package = "linux-source-6.12"
-version = "6.12.117-1~deb12u1"
-sha256 = "{SHA}"
-tarball = "usr/src/linux-source-6.12.tar.xz"
-[sources.pre]
-kind = "debian-prebuilt"
-package = "linux-image-x"
-version = "1"
-sha256 = "{SHA}"
-{variants}
-[initramfs]
-busybox = "/bin/busybox"
-sg3_utils = ["sg_inq"]
-agent = "agent/init"
-[initramfs.fio]
-package = "fio"
-version = "3.33-3"
-deb_src = "deb-src http://deb.debian.org/debian bookworm main"
-configure = ["--build-static"]
-"#
-        )
-    }
-
-    #[test]
-    fn parses_a_valid_manifest() {
-        let d = fixture();
-        let m = Manifest::parse(
-            &text(
-                r#"
-[[variant]]
-name = "rt+a"
-source = "src"
-fragment = "frag.config"
-patches = ["a.patch"]
-[[variant]]
-name = "pre"
-source = "pre"
-modules = ["virtio_blk"]
-"#,
-            ),
-            d.path(),
-        )
-        .unwrap();
-        assert_eq!(m.variants.len(), 2);
-        let v = m.variant("rt+a").unwrap();
-        assert_eq!(v.patches, vec![PathBuf::from("a.patch")]);
-        assert!(matches!(m.source_of(v), Source::DebianSource { .. }));
-        assert!(matches!(
-            m.variant("nope"),
-            Err(ImageError::UnknownVariant { known, .. }) if known == "rt+a, pre"
+fn validate_source(name: &str, s: &Source) -> Result<(), String> {
+    if s.sha256().is_some_and(|h| !is_sha256(h)) {
+        return Err(format!(
+            "source '{name}': sha256 must be 64 lowercase hex digits"
         ));
     }
-
-    fn err(variants: &str) -> String {
-        let d = fixture();
-        Manifest::parse(&text(variants), d.path()).unwrap_err()
+    if s.package().is_empty() || s.version().is_empty() {
+        return Err(format!("source '{name}': package and version must be set"));
     }
-
-    #[test]
-    fn rejects_bad_manifests_with_a_reason() {
-        assert!(
-            err("[[variant]]\nname = \"x\"\nsource = \"zz\"\nfragment = \"frag.config\"")
-                .contains("unknown source 'zz'")
-        );
-        assert!(err("[[variant]]\nname = \"x\"\nsource = \"src\"").contains("needs a fragment"));
-        assert!(err(
-            "[[variant]]\nname = \"x\"\nsource = \"src\"\nfragment = \"frag.config\"\npatches = [\"missing.patch\"]"
-        )
-        .contains("missing.patch not found"));
-        assert!(
-            err("[[variant]]\nname = \"x\"\nsource = \"pre\"\npatches = [\"a.patch\"]")
-                .contains("takes no fragment or patches")
-        );
-        assert!(
-            err("[[variant]]\nname = \"x\"\nsource = \"pre\"\noverlays = [\"frag.config\"]")
-                .contains("takes no fragment or patches")
-        );
-        assert!(err(
-            "[[variant]]\nname = \"x\"\nsource = \"src\"\nfragment = \"frag.config\"\noverlays = [\"nope.config\"]"
-        )
-        .contains("nope.config not found"));
-        assert!(err("[[variant]]\nname = \"a b\"\nsource = \"pre\"").contains("must be non-empty"));
-        assert!(err("[[variant]]\nname = \"x\"\nsource = \"pre\"\n[[variant]]\nname = \"x\"\nsource = \"pre\"")
-            .contains("defined twice"));
-        assert!(err("[[variant]]\nname = \"x\"\nsource = \"pre\"\ncolour = 1").contains("colour"));
+    if s.apt().is_some_and(|a| !a.starts_with("deb ")) {
+        return Err(format!("source '{name}': apt must be one `deb ...` line"));
     }
-
-    #[test]
-    fn a_git_tree_source_needs_no_sha256_but_a_fragment() {
-        let d = fixture();
-        let t = text("[[variant]]\nname = \"mine\"\nsource = \"tree\"\nfragment = \"frag.config\"")
-            .replace("[sources.pre]", "[sources.tree]\nkind = \"git-tree\"\npath = \"/src/linux\"\nrev = \"v6.12.5\"\n[sources.pre]");
-        let m = Manifest::parse(&t, d.path()).unwrap();
-        let v = m.variant("mine").unwrap();
-        assert_eq!(
-            m.source_of(v),
-            &Source::GitTree {
-                path: "/src/linux".into(),
-                rev: Some("v6.12.5".into())
-            }
-        );
-        assert!(m.source_of(v).is_source());
-        let t = text("[[variant]]\nname = \"mine\"\nsource = \"tree\"").replace(
-            "[sources.pre]",
-            "[sources.tree]\nkind = \"git-tree\"\npath = \"/x\"\n[sources.pre]",
-        );
-        assert!(Manifest::parse(&t, d.path())
-            .unwrap_err()
-            .contains("needs a fragment"));
-    }
-
-    #[test]
-    fn rejects_a_malformed_sha256() {
-        let d = fixture();
-        let t = text("[[variant]]\nname = \"x\"\nsource = \"pre\"").replacen(SHA, "abc", 1);
-        assert!(Manifest::parse(&t, d.path())
-            .unwrap_err()
-            .contains("sha256"));
-    }
-
-    #[test]
-    fn the_repository_manifest_is_valid() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/kernels.toml");
-        let m = Manifest::load(&path).unwrap();
-        for name in [
-            "debian-rt",
-            "rt",
-            "rt+seed000",
-            "rt+seed000-paired",
-            "rt+seed000-v7",
-            "rt+nobarrier",
-            "rt+seed003",
-        ] {
-            m.variant(name).unwrap();
+    if let Source::DebianPrebuilt { extra, .. } = s {
+        if let Some(e) = extra
+            .iter()
+            .find(|e| e.package.is_empty() || !is_sha256(&e.sha256))
+        {
+            return Err(format!(
+                "source '{name}': extra package '{}' needs a name and a 64-hex-digit sha256",
+                e.package
+            ));
         }
-        assert_eq!(
-            m.variant("rt+noguard+seed003").unwrap().patches,
-            vec![
-                PathBuf::from("patches/noguard.patch"),
-                PathBuf::from("patches/seed003.patch")
-            ]
-        );
-        let wide = m.variant("rt64+noguard").unwrap();
-        assert_eq!(wide.fragment, m.variant("rt").unwrap().fragment);
-        assert_eq!(wide.overlays, vec![PathBuf::from("config/cpus64.config")]);
-        assert!(m.variant("rt").unwrap().overlays.is_empty());
     }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

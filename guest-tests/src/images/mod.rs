@@ -6,14 +6,17 @@
 //!
 //! Cache layout (`$VB_CACHE` or `<repo>/.cache`):
 //! - `debs/`                    downloaded .deb files (sha256-checked against the manifest)
+//! - `apt/<hash>/`              private apt state of a manifest `apt` line (sources.list, lists)
 //! - `kernel/<source>/`         work trees: `src/` (patched in place), `build/` (O=), `build.log`
 //! - `kernels/<key>/`           finished kernels: `bzImage`, `config`, `kernel.json`
-//! - `prebuilt/<pkg>_<ver>/`    an extracted prebuilt kernel package
+//! - `prebuilt/<pkg>_<ver>/`    an extracted prebuilt kernel (its package and `extra` packages)
 //! - `fio/<version>/fio`        the static fio
 //! - `initramfs/<sha256>.cpio`  base initramfs archives
 //! - `ccache/`                  the compiler cache
 
+pub mod apt;
 pub mod cli;
+pub mod compose;
 pub mod cpio;
 pub mod fio;
 pub mod gitsrc;
@@ -73,8 +76,8 @@ pub struct ImageOptions {
 /// Errors while building images.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("unknown kernel variant '{name}' (known: {known})")]
-    UnknownVariant { name: String, known: String },
+    #[error("kernel '{name}': {why}")]
+    UnknownVariant { name: String, why: String },
     #[error("manifest {path}: {msg}")]
     Manifest { path: PathBuf, msg: String },
     #[error("bad argument: {0}")]
@@ -141,10 +144,10 @@ fn check_request(
     opts: &ImageOptions,
 ) -> Result<(), ImageError> {
     let v = m.variant(variant)?;
-    let prebuilt = matches!(m.source_of(v), manifest::Source::DebianPrebuilt { .. });
+    let prebuilt = matches!(m.source_of(&v), manifest::Source::DebianPrebuilt { .. });
     if prebuilt && (opts.kernel_tree.is_some() || !opts.extra_patches.is_empty()) {
         return Err(ImageError::Usage(format!(
-            "variant '{variant}' is a prebuilt kernel: --kernel-tree and --patch need a source variant such as 'rt'"
+            "kernel '{variant}' is prebuilt: --kernel-tree and --patch need a source line such as 'rt'"
         )));
     }
     for p in &opts.extra_patches {
@@ -184,14 +187,14 @@ pub fn ensure_with(
     let cache = cache_dir(opts);
     let ctx = util::Ctx::new(&cache, opts.progress)?;
     let v = m.variant(variant)?;
-    let (kernel, mods) = match m.source_of(v) {
+    let (kernel, mods) = match m.source_of(&v) {
         manifest::Source::DebianPrebuilt { .. } => {
-            let pre = prebuilt::ensure(&ctx, m, v)?;
+            let pre = prebuilt::ensure(&ctx, m, &v)?;
             let mods = modules::resolve(&pre.modules_dir, &v.modules)?;
             (pre.kernel, mods)
         }
         manifest::Source::DebianSource { .. } | manifest::Source::GitTree { .. } => {
-            let k = kernel::ensure(&ctx, m, v, opts, false)?;
+            let k = kernel::ensure(&ctx, m, &v, opts, false)?;
             (k, Vec::new())
         }
     };
@@ -229,34 +232,44 @@ pub fn ensure_spec(
     Ok(img)
 }
 
-/// One row of [`list`]: a variant and what of it is cached.
+/// One kernel line of [`list`] and whether its plain kernel is cached.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct VariantStatus {
+pub struct LineStatus {
     pub name: String,
+    pub source: String,
     pub description: String,
-    pub patches: Vec<String>,
-    /// The cached kernel for the current inputs, if any.
+    /// The cached kernel (source lines) or extracted package (prebuilt) for the current inputs.
     pub cached_bzimage: Option<PathBuf>,
 }
 
-/// The manifest's variants and, for each, whether its kernel is cached for the current inputs.
-pub fn list(opts: &ImageOptions) -> Result<Vec<VariantStatus>, ImageError> {
-    let m = manifest::Manifest::load(&manifest_path())?;
+/// The manifest's lines and, for each, whether its plain kernel is cached for the current inputs.
+pub fn list(m: &manifest::Manifest, opts: &ImageOptions) -> Result<Vec<LineStatus>, ImageError> {
     let cache = cache_dir(opts);
     let mut out = Vec::new();
-    for v in &m.variants {
-        let cached = match m.source_of(v) {
-            manifest::Source::DebianPrebuilt { .. } => prebuilt::cached(&cache, m.source_of(v)),
-            manifest::Source::DebianSource { .. } | manifest::Source::GitTree { .. } => {
-                kernel::cached(&cache, &m, v, opts)?
-            }
-        };
-        out.push(VariantStatus {
-            name: v.name.clone(),
-            description: v.description.clone(),
-            patches: v.patches.iter().map(|p| p.display().to_string()).collect(),
+    for l in &m.lines {
+        let v = m.variant(&l.name)?;
+        let cached = cached_bzimage(m, &v, &cache, opts)?;
+        out.push(LineStatus {
+            name: l.name.clone(),
+            source: l.source.clone(),
+            description: l.description.clone(),
             cached_bzimage: cached,
         });
     }
     Ok(out)
+}
+
+/// The cached bzImage of a kernel for its current inputs, if any (nothing is built).
+pub fn cached_bzimage(
+    m: &manifest::Manifest,
+    v: &manifest::Variant,
+    cache: &Path,
+    opts: &ImageOptions,
+) -> Result<Option<PathBuf>, ImageError> {
+    match m.source_of(v) {
+        s @ manifest::Source::DebianPrebuilt { .. } => Ok(prebuilt::cached(cache, s)),
+        manifest::Source::DebianSource { .. } | manifest::Source::GitTree { .. } => {
+            kernel::cached(cache, m, v, opts)
+        }
+    }
 }

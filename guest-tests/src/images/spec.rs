@@ -1,21 +1,23 @@
 //! Ad-hoc kernels: the `--kernels` grammar for a developer's own tree and patches.
 //!
 //! ```text
-//! KERNEL := NAME                         a variant of images/kernels.toml (rt, rt+seed000, ...)
+//! KERNEL := NAME                         a kernel of images/kernels.toml: LINE(+COMPONENT)* or
+//!                                        an alias (rt, rt+seed000, rt73+seed000-v8+storm, rt64;
+//!                                        the grammar is in `compose.rs`)
 //!         | LABEL=BASE(+patch:FILE)*     an ad-hoc kernel, named LABEL in results
-//! BASE   := NAME                         a source variant, its fragment and patches
+//! BASE   := NAME                         a source kernel, its fragment, overlays and patches
 //!         | tree:PATH[@REV]              a git tree: REV (any git revision), or the current
 //!                                        checkout with its uncommitted changes when no @REV
 //! ```
 //!
 //! Examples: `mine=tree:/src/linux@v6.12.5`, `mine+fix=tree:/src/linux@v6.12.5+patch:~/fix.patch`,
-//! `rt+mine=rt+patch:/tmp/x.patch`.
+//! `rt+mine=rt+patch:/tmp/x.patch`, `v8fix=rt73+seed000-v8+patch:~/fix.patch`.
 //!
 //! Rules:
 //! 1. A tree is built with the config fragment and patch stack of [`TREE_BASE_VARIANT`] (`rt`),
 //!    then the spec's patches in order; the build is the same code path as a named variant.
-//! 2. LABEL follows the manifest's variant-name rule ([A-Za-z0-9+-_.]) and must not be a
-//!    manifest variant's name (a result's kernel name means one thing).
+//! 2. LABEL is [A-Za-z0-9+-_.] and must not be a kernel name the manifest resolves (a result's
+//!    kernel name means one thing).
 //! 3. `~/` at the start of a path is the home directory. Paths may not contain `,` (the list
 //!    separator) nor `+patch:`. The text after the last `@` is a revision unless it holds a `/`
 //!    (then it is part of the path; write `refs/...` for such a revision).
@@ -64,7 +66,7 @@ impl KernelSpec {
         let text = text.trim();
         let Some((label, rest)) = text.split_once('=') else {
             if !valid_name(text) {
-                return Err(format!("kernel '{text}': not a variant name nor LABEL=..."));
+                return Err(format!("kernel '{text}': not a kernel name nor LABEL=..."));
             }
             return Ok(KernelSpec {
                 label: text.to_string(),
@@ -103,7 +105,7 @@ impl KernelSpec {
             Base::Variant(base_text.to_string())
         } else {
             return Err(format!(
-                "kernel '{text}': base '{base_text}' is neither a variant name nor tree:PATH[@REV]"
+                "kernel '{text}': base '{base_text}' is neither a kernel name nor tree:PATH[@REV]"
             ));
         };
         Ok(KernelSpec {
@@ -114,12 +116,12 @@ impl KernelSpec {
         })
     }
 
-    /// True for a plain manifest variant (no label of its own, no tree, no patches).
+    /// True for a plain manifest kernel (no label of its own, no tree, no patches).
     pub fn is_plain(&self) -> bool {
         matches!(&self.base, Base::Variant(v) if *v == self.label) && self.patches.is_empty()
     }
 
-    /// The manifest variant it is built as (`rt` for a tree).
+    /// The manifest kernel it is built as (`rt` for a tree).
     pub fn base_variant(&self) -> &str {
         match &self.base {
             Base::Variant(v) => v,
@@ -132,7 +134,7 @@ impl KernelSpec {
         m.variant(self.base_variant()).map_err(|e| e.to_string())?;
         if !self.is_plain() && m.variant(&self.label).is_ok() {
             return Err(format!(
-                "kernel '{}': label '{}' is a variant of images/kernels.toml; pick another",
+                "kernel '{}': label '{}' is a kernel of images/kernels.toml; pick another",
                 self.text, self.label
             ));
         }
@@ -232,12 +234,12 @@ mod tests {
     #[test]
     fn rejects_bad_forms_with_a_reason() {
         for (s, want) in [
-            ("a b", "not a variant name"),
+            ("a b", "not a kernel name"),
             ("=tree:/x", "label"),
             ("m=tree:", "needs a path"),
             ("m=tree:/x@", "empty @REV"),
             ("m=tree:/x+patch:", "empty +patch"),
-            ("m=what ever", "neither a variant"),
+            ("m=what ever", "neither a kernel"),
         ] {
             let e = KernelSpec::parse(s).unwrap_err();
             assert!(e.contains(want), "{s}: {e}");
@@ -252,14 +254,29 @@ mod tests {
             .unwrap()
             .check(&m)
             .unwrap_err();
-        assert!(e.contains("is a variant"), "{e}");
+        assert!(e.contains("is a kernel of"), "{e}");
         let e = KernelSpec::parse("m=rt+patch:/nonexistent.patch")
             .unwrap()
             .check(&m)
             .unwrap_err();
         assert!(e.contains("not found"), "{e}");
+        // A composed name is checked like any manifest kernel, before anything is built.
+        KernelSpec::parse("rt73+seed000-v8+storm")
+            .unwrap()
+            .check(&m)
+            .unwrap();
+        let e = KernelSpec::parse("rt+seed000-v8")
+            .unwrap()
+            .check(&m)
+            .unwrap_err();
+        assert!(e.contains("does not exist on line 'rt'"), "{e}");
+        let e = KernelSpec::parse("rt73+seed000-v8=rt73+patch:/nonexistent.patch")
+            .unwrap()
+            .check(&m)
+            .unwrap_err();
+        assert!(e.contains("is a kernel of"), "{e}");
         let e = KernelSpec::parse("m=nope").unwrap().check(&m).unwrap_err();
-        assert!(e.contains("unknown kernel variant"), "{e}");
+        assert!(e.contains("'nope' is not a kernel line"), "{e}");
         let d = tempfile::tempdir().unwrap();
         let e = KernelSpec::parse(&format!("m=tree:{}", d.path().display()))
             .unwrap()

@@ -146,11 +146,14 @@ pub fn gcc_version() -> Result<String, ImageError> {
 }
 
 /// `apt-get download PACKAGE=VERSION` into `<cache>/debs` (once), checked against `sha256`.
+/// With `apt` (one `deb ...` line), from that private sources list ([`super::apt::PrivateApt`]);
+/// without, from the host's apt sources.
 pub fn download_deb(
     ctx: &Ctx,
     package: &str,
     version: &str,
     sha256: &str,
+    apt: Option<&str>,
 ) -> Result<PathBuf, ImageError> {
     let dir = ctx.cache.join("debs");
     mkdirs(&dir)?;
@@ -173,13 +176,18 @@ pub fn download_deb(
         Some(p) => p,
         None => {
             let spec = format!("{package}={version}");
-            output(
-                Command::new("apt-get")
-                    .arg("download")
-                    .arg(&spec)
-                    .current_dir(&dir),
-                &format!("apt-get download {spec}"),
-            )?;
+            match apt {
+                Some(line) => super::apt::PrivateApt::in_cache(ctx, line)?.download(&spec, &dir)?,
+                None => {
+                    output(
+                        Command::new("apt-get")
+                            .arg("download")
+                            .arg(&spec)
+                            .current_dir(&dir),
+                        &format!("apt-get download {spec}"),
+                    )?;
+                }
+            }
             find().ok_or_else(|| {
                 ImageError::Tool(format!(
                     "apt-get download {spec} left no .deb in {}",

@@ -18,7 +18,7 @@ use super::MetricsError;
 #[serde(default)]
 pub struct Storm {
     /// The kernel path driven (`nr_requests`, or `debugfs-quiesce_storm`: the TEST-ONLY unfrozen
-    /// hook of images/patches/storm-hook.patch).
+    /// hook of images/patches/6.12/storm-hook.patch).
     pub path: String,
     /// Completed quiesce/unquiesce cycles (successful writes that changed the value).
     pub cycles: u64,
