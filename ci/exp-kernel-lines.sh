@@ -10,23 +10,27 @@
 #             short) on rt73, rt73+seed000-v8, rt73+seed000, and rt (6.12's base, side by side
 #             in the same run), REPEAT boots each; compare of each fix against rt73, and of
 #             rt73 against rt.
+#   scale:    the main job's design (suite seed000-scale, cell q62-c2: 62 hctx, 2 running vCPUs)
+#             on rt73+cpus128, rt73+cpus128+seed000-v8 and rt73+cpus128+seed000, REPEAT boots
+#             each, interleaved; compare of each fix against the 7.3 base.
 # Then the table of docs/results/kernel-lines/README.md (ci/kernel_lines_table.py). The CPU lock
 # (/tmp/vb-cpu.lock) is taken per build and per matrix.
 #
 # Environment: OUT (default results/kernel-lines-<UTC time>), REPEAT (6), STORM_REPEAT (6),
-# PARTS (boots unfrozen lockwait).
+# PARTS (boots unfrozen lockwait scale), STORM_KERNELS (the +storm kernels of part unfrozen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-results/kernel-lines-$(date -u +%Y%m%dT%H%M%SZ)}
 REPEAT=${REPEAT:-6}
 STORM_REPEAT=${STORM_REPEAT:-6}
-PARTS=${PARTS:-boots unfrozen lockwait}
+PARTS=${PARTS:-boots unfrozen lockwait scale}
 LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
 flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
 LOCKWAIT_KERNELS="rt73 rt73+seed000-v8 rt73+seed000 rt"
-STORM_KERNELS="rt73+storm rt73+seed000+storm rt73+seed000-v8+storm rt73+nobarrier+storm"
+STORM_KERNELS=${STORM_KERNELS:-rt73+storm rt73+seed000+storm rt73+seed000-v8+storm rt73+nobarrier+storm}
+SCALE_KERNELS="rt73+cpus128 rt73+cpus128+seed000-v8 rt73+cpus128+seed000"
 BOOT_KERNELS="rt73+seed000-paired rt73+nobarrier rt73+seed003 rt73+noguard rt73+noguard+seed003 debian-rt73"
 
 stamp() { echo "== $1 ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
@@ -60,6 +64,17 @@ for p in $PARTS; do
             for k in rt73+seed000-v8 rt73+seed000 rt; do
                 echo "-- rt73 vs $k"
                 "$GT" compare "$OUT/lockwait" --kernels "rt73,$k" --verdict
+            done
+            ;;
+        scale)
+            stamp scale
+            flock "$LOCK" "$GT" images build $SCALE_KERNELS >/dev/null
+            flock "$LOCK" "$GT" run --suite seed000-scale --variant q62-c2 --design interleaved \
+                --host-sched short --no-progress --kernels "${SCALE_KERNELS// /,}" \
+                --repeat "$REPEAT" --out "$OUT/scale"
+            for k in rt73+cpus128+seed000-v8 rt73+cpus128+seed000; do
+                echo "-- rt73+cpus128 vs $k"
+                "$GT" compare "$OUT/scale" --kernels "rt73+cpus128,$k" --verdict
             done
             ;;
         *) echo "exp-kernel-lines: unknown part '$p'" >&2; exit 2 ;;

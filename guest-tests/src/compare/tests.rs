@@ -191,3 +191,31 @@ fn runs_without_pairs_get_welch_and_starved_runs_are_flagged() {
     assert!(!verdict.paired);
     assert!(super::verdict::verdict(&compare(&ab_runs(), &[]).unwrap(), &ab_runs()).is_none());
 }
+
+/// Verdict rule 5: one verdict per grid cell, none over several cells taken together.
+#[test]
+fn no_single_verdict_over_the_cells_of_a_grid() {
+    let cell = |k: &str, variant: &str, x: f64| {
+        let mut r = run(k, Some((variant, 62.0)), &[("rr.qlock_wait_ms_per_kio", x)]);
+        r.info.primary_metric = Some("rr.qlock_wait_ms_per_kio".into());
+        r.info.variant = Some(variant.into());
+        r.info.sweep = Some(crate::results::SweepPoint {
+            param: "hw_queues".into(),
+            value: 62.0,
+            series: Some("2 running vCPUs".into()),
+        });
+        r
+    };
+    let one: Vec<_> = [("base", 2.0), ("base", 2.2), ("fix", 0.0), ("fix", 0.0)]
+        .iter()
+        .map(|(k, x)| cell(k, "q62-c2", *x))
+        .collect();
+    assert!(super::verdict::verdict(&compare(&one, &[]).unwrap(), &one).is_some());
+    let mut two = one.clone();
+    two.extend(
+        [("base", 9.0), ("base", 9.5), ("fix", 0.0), ("fix", 0.0)]
+            .iter()
+            .map(|(k, x)| cell(k, "q62-c4", *x)),
+    );
+    assert!(super::verdict::verdict(&compare(&two, &[]).unwrap(), &two).is_none());
+}

@@ -17,6 +17,9 @@
 //!    wait is at least [`PREEMPTION_SLICES`] of a host slice: `blk_mq_run_hw_queue` holds the
 //!    lock for a few microseconds, so a wait that long means the holder's vCPU was off its
 //!    host core.
+//! 5. No verdict for the cells of a grid sweep taken together (runs with a sweep series from
+//!    more than one cell): one verdict would mix the cells' rows and pool their placements.
+//!    Each cell is judged alone (`compare DIR/CELL --verdict`, `compare --each`).
 
 use serde::{Deserialize, Serialize};
 
@@ -152,6 +155,9 @@ fn verdict_row(c: &Comparison, role: &str, metric: &str, other: &str) -> Option<
 
 /// The verdict for the first two kernels of `c`, when the runs name a primary metric.
 pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
+    if several_grid_cells(runs) {
+        return None;
+    }
     let other = c.kernels.get(1)?.clone();
     let primary = runs.iter().find_map(|r| r.info.primary_metric.clone())?;
     let secondary = runs.iter().find_map(|r| r.info.secondary_metric.clone());
@@ -208,6 +214,15 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
         rows,
         starved,
     })
+}
+
+/// Rule 5.
+fn several_grid_cells(runs: &[RunResult]) -> bool {
+    let mut cells = runs
+        .iter()
+        .filter(|r| r.info.sweep.as_ref().is_some_and(|s| s.series.is_some()))
+        .map(|r| (r.info.suite.as_str(), r.info.variant.as_deref()));
+    cells.next().is_some_and(|first| cells.any(|c| c != first))
 }
 
 /// Rule 4.

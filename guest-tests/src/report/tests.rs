@@ -452,3 +452,25 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
         "{bare}"
     );
 }
+
+#[test]
+fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
+    use crate::compare::tests::run;
+    let mut v = Vec::new();
+    for (k, xs) in [("base", [70.0, 60.0, 80.0]), ("fix", [0.0; 3])] {
+        for x in xs {
+            let mut r = run(k, None, &[("sr.qlock_wait_count_per_kio", x)]);
+            r.info.primary_metric = Some("sr.qlock_wait_count_per_kio".into());
+            v.push(r);
+        }
+    }
+    let c = crate::compare::compare(&v, &[]).unwrap();
+    let text = verdict::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    assert!(
+        text.starts_with(
+            "**The request irq threads wait for queue_lock 70.00 times per 1,000 I/Os on base, \
+             0 times on fix**"
+        ),
+        "{text}"
+    );
+}

@@ -93,6 +93,16 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
                     p.unit
                 ));
             }
+            _ if p.metric.ends_with(".qlock_wait_count_per_kio") => out.push_str(&format!(
+                "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
+                 {} times on {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.\n\n",
+                fmt_num(p.base.mean),
+                fmt_num(p.other.mean),
+                p.metric,
+                pm(&p.base),
+                pm(&p.other),
+                p_of(p)
+            )),
             _ if higher_is_better(&p.metric) && p.base.mean > 0.0 => out.push_str(&format!(
                 "**{o} gives {}x the {} of {b}**: `{}` {b} {} -> {o} {} {}; {}; {n}{word}.\n\n",
                 fmt_num(p.other.mean / p.base.mean),

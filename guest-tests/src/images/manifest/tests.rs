@@ -177,9 +177,12 @@ fn availability_lists_every_line() {
     assert!(a[2].1.as_ref().unwrap_err().contains("prebuilt"));
 }
 
+/// A manifest edit and a phrase its error must contain.
+type Case = (Box<dyn Fn(String) -> String>, &'static str);
+
 #[test]
 fn rejects_bad_manifests_with_a_reason() {
-    let cases: Vec<(Box<dyn Fn(String) -> String>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Box::new(|t| {
                 t.replace(
