@@ -17,7 +17,8 @@
 # (/tmp/vb-cpu.lock) is taken per build and per matrix.
 #
 # Environment: OUT (default results/kernel-lines-<UTC time>), REPEAT (6), STORM_REPEAT (6),
-# PARTS (boots unfrozen lockwait scale), STORM_KERNELS (the +storm kernels of part unfrozen).
+# PARTS (boots unfrozen lockwait scale), STORM_KERNELS (the +storm kernels of part unfrozen),
+# SCALE_KERNELS (part scale's kernels, the first the baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ GT=target/release/guest-tests
 flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
 LOCKWAIT_KERNELS="rt73 rt73+seed000-v8 rt73+seed000 rt"
 STORM_KERNELS=${STORM_KERNELS:-rt73+storm rt73+seed000+storm rt73+seed000-v8+storm rt73+nobarrier+storm}
-SCALE_KERNELS="rt73+cpus128 rt73+cpus128+seed000-v8 rt73+cpus128+seed000"
+SCALE_KERNELS=${SCALE_KERNELS:-rt73+cpus128 rt73+cpus128+seed000-v8 rt73+cpus128+seed000}
 BOOT_KERNELS="rt73+seed000-paired rt73+nobarrier rt73+seed003 rt73+noguard rt73+noguard+seed003 debian-rt73"
 
 stamp() { echo "== $1 ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"; }
@@ -72,9 +73,10 @@ for p in $PARTS; do
             flock "$LOCK" "$GT" run --suite seed000-scale --variant q62-c2 --design interleaved \
                 --host-sched short --no-progress --kernels "${SCALE_KERNELS// /,}" \
                 --repeat "$REPEAT" --out "$OUT/scale"
-            for k in rt73+cpus128+seed000-v8 rt73+cpus128+seed000; do
-                echo "-- rt73+cpus128 vs $k"
-                "$GT" compare "$OUT/scale" --kernels "rt73+cpus128,$k" --verdict
+            scale_base=${SCALE_KERNELS%% *}
+            for k in ${SCALE_KERNELS#* }; do
+                echo "-- $scale_base vs $k"
+                "$GT" compare "$OUT/scale" --kernels "$scale_base,$k" --verdict
             done
             ;;
         *) echo "exp-kernel-lines: unknown part '$p'" >&2; exit 2 ;;
