@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why ci/bench-latency.sh has no fair-scheduler floor: cyclictest on CPU 0 at SCHED_FIFO 80 and
+# Why experiments/bench-latency.sh has no fair-scheduler floor: cyclictest on CPU 0 at SCHED_FIFO 80 and
 # under the fair scheduler, 200 and 1000 us intervals, 2 s each, with the timer slack its
 # measurement thread runs with. Prints p50 / p99 / max (us) from the histogram.
 # Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/fair-floor.sh

@@ -12,7 +12,7 @@ for r in 1 2 3; do
   for cl in bench blkio; do
    rm -f /tmp/pt.sock
    case $cfg in
-    qsd) "$ROOT/ci/qsd-null.sh" /tmp/pt.sock 8 0 >/dev/null 2>&1 & ;;
+    qsd) "$ROOT/experiments/qsd-null.sh" /tmp/pt.sock 8 0 >/dev/null 2>&1 & ;;
     t2p*) VB_POLL_NS=${cfg#t2p} RUST_LOG=warn $B/vhost-blk --socket-path /tmp/pt.sock --null 1G --num-queues 8 --threads 2 >/dev/null 2>&1 & ;;
     p*) VB_POLL_NS=${cfg#p} RUST_LOG=warn $B/vhost-blk --socket-path /tmp/pt.sock --null 1G --num-queues 8 >/dev/null 2>&1 & ;;
    esac

@@ -4,9 +4,9 @@
 # per-request path: popping the chain, validation, storage, completion, used ring, signalling),
 # divided by the completions the backend's own statistics counted. Instruction counts do not
 # depend on host load, so this separates "the SCSI path does more work" from "the SCSI run was
-# scheduled worse" (ci/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
+# scheduled worse" (experiments/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
 # of atomics, syscalls and context switches (docs/perf.md).
-# Usage: ci/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
+# Usage: experiments/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release

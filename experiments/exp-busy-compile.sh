@@ -8,7 +8,7 @@
 # one matrix per scheduling mode under it, OUT/<mode>/vhost-blk), KTREE (a Linux source tree
 # with no build in it; default .cache/ci-tree/linux, which `.ci/run` leaves), BUILD (the
 # compile's output directory, default /tmp/vb-hogbuild; emptied before each compile).
-# Run it under the CPU lock: flock /tmp/vb-cpu.lock ci/exp-busy-compile.sh
+# Run it under the CPU lock: flock /tmp/vb-cpu.lock experiments/exp-busy-compile.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCHEDS=${SCHEDS:-normal short}

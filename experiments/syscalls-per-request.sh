@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the backend's CPU-seconds per request are made of, blk vs SCSI READ(10) / READ(16), same
-# binary, interleaved rounds (issue 14). ci/callgrind-per-request.sh counts the instructions of
+# binary, interleaved rounds (issue 14). experiments/callgrind-per-request.sh counts the instructions of
 # the per-request path; this counts what callgrind cannot see. Each path runs twice per round:
 #  - bare: no tracing; IOPS, backend CPU time per request (utime + stime from /proc over the
 #    client's run), completions per interrupt (the client's count), client p99;
@@ -13,7 +13,7 @@
 # scsi10, scsi16 (virtio-scsi READ(10) / READ(16)), qsd (qemu-storage-daemon, null-co, the same
 # queues); CLIENT=blkio drives the blk-kind paths with libblkio instead of vhost-blk-bench.
 #
-# Usage: ci/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
+# Usage: experiments/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
 #   env: ROUNDS (3), DURATION (3s), QUEUES (8), QD (16), THREADS (2), PATHS ("blk scsi10 scsi16"),
 #        CLIENT (bench)
 # Output: OUT_DIR/syscalls-per-request.md (the table, also printed) and each run's raw files.
@@ -48,8 +48,8 @@ EVENTS=$EVENTS,syscalls:sys_enter_ppoll,sched:sched_switch,sched:sched_wakeup
 CLIENT_EVENTS=sched:sched_switch,sched:sched_wakeup
 perf stat -e "$EVENTS" true >/dev/null 2>&1 || die "perf cannot count the tracepoints here (root? tracefs?)"
 mkdir -p "$OUT"
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 trap stop_backends EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
