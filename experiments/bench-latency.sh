@@ -82,6 +82,8 @@ if [ "$LAT_PIN" = 1 ]; then
 else
     echo "Latency runs not pinned (LAT_PIN=0 or no taskset / one CPU): placed by the scheduler."
 fi >"$OUT/placement.txt"
+# BACKEND_PREFIX is read by backend-lib.sh's start_backend.
+# shellcheck disable=SC2034
 pin_latency() { # on | off
     if [ "$1" = on ] && [ "$LAT_PIN" = 1 ]; then
         BACKEND_PREFIX=(taskset -c 0) PIN_BENCH=(taskset -c 1) PIN_CYCLIC=(-a 0)

@@ -12,8 +12,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
 OUT=${1:-$(mktemp -d)}
 command -v valgrind >/dev/null || { echo "callgrind-per-request: valgrind is not installed" >&2; exit 2; }
-[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
-    { echo "callgrind-per-request: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
+    echo "callgrind-per-request: build first: cargo build --release -p vhost-blk --bins" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 one() { # NAME BACKEND-ARGS CLIENT-ARGS
     local name=$1 sock=$OUT/$1.sock

@@ -33,6 +33,7 @@ trap stop_hog EXIT
 for s in $SCHEDS; do
     rm -rf "$BUILD"; mkdir -p "$BUILD"
     make -s -C "$KTREE" O="$BUILD" defconfig >/dev/null
+    # shellcheck disable=SC2016 # $1 is the inner shell's argument, expanded there
     setsid bash -c 'cd "$1" && exec env CCACHE_DISABLE=1 make -j1 vmlinux' - "$BUILD" \
         >"$BUILD.log" 2>&1 &
     HOG=$!

@@ -40,12 +40,14 @@ for p in $PARTS; do
     case "$p" in
         boots)
             stamp boots
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $BOOT_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite smoke --repeat 1 --no-progress \
                 --kernels "${BOOT_KERNELS// /,}" --out "$OUT/boots"
             ;;
         unfrozen)
             stamp unfrozen
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $STORM_KERNELS >/dev/null
             # the hook's detector on 7.3: must FAIL with stranded=1 and the debugfs dump
             flock "$LOCK" "$GT" run --suite quiesce-storm-unfrozen-detect --kernels rt73+storm \
@@ -58,6 +60,7 @@ for p in $PARTS; do
             ;;
         lockwait)
             stamp lockwait
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $LOCKWAIT_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite seed000-lockwait --design interleaved \
                 --host-sched short --no-progress --kernels "${LOCKWAIT_KERNELS// /,}" \
@@ -89,5 +92,5 @@ if [ -d "$OUT/lockwait" ]; then
     python3 experiments/kernel_lines_table.py "$GT" "7.3=rt73:$OUT/lockwait$storm" \
         "6.12 (same run)=rt:$OUT/lockwait"
 fi
-stamp done
+stamp "done"
 echo "matrices under $OUT"

@@ -24,8 +24,10 @@ esac
 command -v perf >/dev/null || { echo "profile-backend: perf is not installed" >&2; exit 2; }
 command -v qemu-storage-daemon >/dev/null ||
     { echo "profile-backend: qemu-storage-daemon is not installed" >&2; exit 2; }
-[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
-    { echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
+    echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 # shellcheck source=experiments/backend-lib.sh

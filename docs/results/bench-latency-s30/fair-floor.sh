@@ -13,6 +13,7 @@ for t in 200 1000; do
         cyclictest -q -m -t1 -a 0 "${args[@]}" -i $t -l $((2000000 / t)) -h 20000 >"$W/h.txt" 2>&1 &
         pid=$!
         sleep 0.5
+        # shellcheck disable=SC2012 # the names are thread ids: digits only
         tid=$(ls "/proc/$pid/task" | sort -n | tail -1) # the measurement thread
         slack=$(cat "/proc/$tid/timerslack_ns" 2>/dev/null || echo ?)
         policy=$(chrt -p "$tid" | sed -n 's/.*policy: //p')
