@@ -72,6 +72,7 @@ for p in $PARTS; do
             ;;
         scale)
             stamp scale
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $SCALE_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite seed000-scale --variant q62-c2 --design interleaved \
                 --host-sched short --no-progress --kernels "${SCALE_KERNELS// /,}" \
