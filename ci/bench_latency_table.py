@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The table of ci/bench-latency.sh from the JSON files of one run (see that script).
+"""The table of experiments/bench-latency.sh from the JSON files of one run (see that script).
 
 Usage: bench_latency_table.py OUT_DIR "TARGETS_US" ROUNDS QUEUES QD THREADS
 """
@@ -32,6 +32,8 @@ def fmt(x, spec="+.1f"):
 
 
 floor = cyclictest()
+# The committed tables carry the script's old path in their heading and ci/check-reports.sh
+# diffs them byte for byte: the heading stays as it was.
 print("# Backend benchmark (ci/bench-latency.sh)\n")
 if floor:
     print(f"Host floor, cyclictest (SCHED_FIFO 80, 200 us interval, {floor['n']} wake-ups, "

@@ -4,9 +4,10 @@
 # For each experiment directory D: copy D to a temporary directory, run
 # `guest-tests report TMP --title "<first line of D/report.md without '# '>"` and diff the
 # rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
-# ci/bench-latency.sh run (default settings) and ci/profile-backend.sh run is rebuilt from its raw
-# files by the same table script and diffed against the committed table. Exit status 1 when any
-# differs.
+# experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
+# rebuilt from its raw files by the same table script (ci/bench_latency_table.py,
+# ci/profile_backend_table.py: they stay in ci/ because this check runs them) and diffed against
+# the committed table. Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 set -euo pipefail

@@ -18,6 +18,7 @@ PKGS=(
     xz-utils file patch git ca-certificates python3
     debian-archive-keyring               # with trixie's keys: the 7.3 kernels' private trixie-backports list
     slurm-wlm munge                      # the single-node Slurm cluster of the --executor slurm test
+    shellcheck                           # ci/test.sh lints every shell script with it
 )
 
 if [ "$(id -u)" != 0 ]; then

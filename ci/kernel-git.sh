@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/kernel-git.sh DIR: makes DIR a git repository holding Debian's linux-source-6.12 (the
 # package images/kernels.toml names, sha256-checked), one commit with fixed author, committer
-# and dates, so the commit id is the same on every machine. Used by ci/exp-bisect.sh and
+# and dates, so the commit id is the same on every machine. Used by experiments/exp-bisect.sh and
 # ci/tree-kernel-smoke.sh. CPU: ~1 min (xz) + git add of ~80k files.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The summary table of ci/profile-backend.sh from the flat profiles and JSON of one run.
+"""The summary table of experiments/profile-backend.sh from the flat profiles and JSON of one run.
 
 Usage: profile_backend_table.py OUT_DIR CLIENT
 """

@@ -29,6 +29,10 @@ fi
 step "QEMU 10 (bookworm-backports, into the cache)"
 ci/fetch-qemu10.sh
 
+step "shellcheck (every *.sh and .ci/run; any finding fails)"
+# -x from the root: the scripts' `# shellcheck source=...` paths are relative to it.
+git ls-files -z -- '*.sh' .ci/run | xargs -0 shellcheck -x
+
 export CARGO_TERM_COLOR=never
 step "format"
 cargo fmt --all -- --check

@@ -23,8 +23,8 @@ use crate::metrics::registry::{self, Better};
 use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
-    lkp_flag, mann_whitney, median_sorted, quantile_sorted, summarize, welch_diff_ci95, welch_p,
-    Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
+    lkp_flag, mann_whitney, mean, median_sorted, quantile_sorted, summarize, welch_diff_ci95,
+    welch_p, Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
 };
 
 /// Relative median change that, with disjoint ranges, raises the flag.
@@ -90,7 +90,7 @@ fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
 
 fn mean_var(x: &[f64]) -> (f64, f64) {
     let n = x.len() as f64;
-    let m = x.iter().sum::<f64>() / n;
+    let m = mean(x);
     let v = if x.len() > 1 {
         x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)
     } else {

@@ -13,7 +13,10 @@
 //! - [`compare`]: statistics only.
 //! - [`report`]: Markdown/HTML/SVG and the tables.
 //! - [`executor`] (one run), [`matrix`] (suites over kernels), [`batch`] (a matrix as a Slurm
-//!   job array), [`cli`] (the commands).
+//!   job array), [`bisect`] (builds, boots and classifies candidate kernels of a git tree or a
+//!   patch series), [`cli`] (the commands).
+//!
+//! ARCHITECTURE.md lists every room and its order (`tests/architecture.rs` checks the list).
 
 pub mod agent;
 pub mod batch;

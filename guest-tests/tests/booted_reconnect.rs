@@ -1,7 +1,7 @@
 //! A long-running backend leaks nothing when QEMU is killed and started again against it (no
 //! backend restart): our backend on a file with 8 request queues, then `VB_RECONNECTS` (default
-//! 3; `ci/reconnect-experiment.sh` runs 20) boots of Debian's RT kernel under real QEMU, each
-//! SIGKILLed once the guest's agent has reported its disk (drivers probed, device started,
+//! 3; `experiments/reconnect-experiment.sh` runs 20) boots of Debian's RT kernel under real QEMU,
+//! each SIGKILLed once the guest's agent has reported its disk (drivers probed, device started,
 //! partitions read). After each disconnect the backend's open fds and threads are read once
 //! they settle; after the last they must equal those after the first. Both personalities
 //! (suites `reconnect-idle`, `reconnect-idle-scsi`); `VB_QEMU` picks the QEMU.

@@ -14,8 +14,8 @@
 //! backends' logs, launch::restart rule 6), for SCSI the event queue's buffers taken over at
 //! every kill, and the backend's fd count and RSS, and QEMU's fd count, flat across instances.
 //!
-//! `VB_RESTART_SUITE` runs another suite (the 10-kill experiment, `ci/restart-experiment.sh`),
-//! `VB_RESTART_DIR` keeps the run directory there, `VB_QEMU` picks the QEMU (7.2, 10). The last
+//! `VB_RESTART_SUITE` runs another suite (the 10-kill experiment,
+//! `experiments/restart-experiment.sh`), `VB_RESTART_DIR` keeps the run directory there, `VB_QEMU` picks the QEMU (7.2, 10). The last
 //! line printed, `RESTART-RESULT {json}`, is what the experiment script tabulates.
 
 mod common;

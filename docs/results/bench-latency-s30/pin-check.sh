@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The check behind LAT_PIN: end-to-end median error and p99 excess of the MSI-X latency at 200
 # and 1000 us, backend under the fair scheduler and at SCHED_FIFO 80, each unpinned and pinned
-# (backend CPU 0, bench CPU 1), ROUNDS rounds (default 2). Same runs as ci/bench-latency.sh's
+# (backend CPU 0, bench CPU 1), ROUNDS rounds (default 2). Same runs as experiments/bench-latency.sh's
 # latency section (null storage, 1 queue, QD1, 2 s, --measure-irq).
 # Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/pin-check.sh   (release build, root)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 W=$(mktemp -d)
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 trap 'stop_backends; rm -rf "$W"' EXIT
 one() { # NAME TARGET_US PIN(0|1) BACKEND-ARGS...
     local name=$1 t=$2 pin=$3 bench_prefix=()

@@ -306,8 +306,8 @@ pub(crate) mod tests {
 
     #[test]
     fn the_measured_rt_spread_separates_at_8_boots_not_at_4() {
-        // qlock_wait_ms_per_kio of the bisection experiment's first tries (ci/exp-bisect.sh,
-        // 2026-12-01): good exactly 0, bad with a CV of 49 %.
+        // qlock_wait_ms_per_kio of the bisection experiment's first tries
+        // (experiments/exp-bisect.sh, 2026-12-01): good exactly 0, bad with a CV of 49 %.
         let plan = ClassifierPlan::default();
         let good4 = [0.0; 4];
         let bad4 = [8.85, 16.60, 5.94, 18.66];

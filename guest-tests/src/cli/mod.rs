@@ -443,7 +443,10 @@ mod tests {
             (vec!["--repeat", "0"], "--repeat"),
             (vec!["--kernels", "rt,,debian-rt"], "empty"),
             (vec!["--kernels", "rt,rt"], "twice"),
-            (vec!["--kernels", "rt,nope"], "is not a kernel line (lines: rt"),
+            (
+                vec!["--kernels", "rt,nope"],
+                "is not a kernel line (lines: rt",
+            ),
             (vec!["--accel", "hvf"], "known: tcg, kvm, auto"),
             (vec!["--bios", "uefi"], "seabios"),
             (

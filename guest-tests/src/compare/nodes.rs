@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor};
 
+use super::mean;
 use crate::results::{RunResult, SweepPoint};
 
 /// One node's share of a cell.
@@ -107,9 +108,10 @@ pub fn node_effects(runs: &[RunResult], kernels: &[String], metrics: &[String]) 
     rows
 }
 
-fn mean(x: impl Iterator<Item = f64>) -> Option<f64> {
-    let (s, n) = x.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    (n > 0).then(|| s / n as f64)
+/// [`mean`] of the values an iterator gives; None when it gives none.
+fn mean_of(x: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = x.collect();
+    (!v.is_empty()).then(|| mean(&v))
 }
 
 fn row(
@@ -123,9 +125,9 @@ fn row(
         .map(|p| p.1)
         .collect::<BTreeSet<_>>()
         .into_iter()
-        .filter_map(|k| Some((k, mean(pts.iter().filter(|p| p.1 == k).map(|p| p.2))?)))
+        .filter_map(|k| Some((k, mean_of(pts.iter().filter(|p| p.1 == k).map(|p| p.2))?)))
         .collect();
-    let grand = mean(pts.iter().map(|p| p.2)).unwrap_or(0.0);
+    let grand = mean_of(pts.iter().map(|p| p.2)).unwrap_or(0.0);
     let resid = |p: &(String, &str, f64, Option<f64>, usize)| p.2 - kmeans[p.1];
     let node_names: BTreeSet<&str> = pts.iter().map(|p| p.0.as_str()).collect();
     let mut order: Vec<&str> = kernels.iter().map(String::as_str).collect();
@@ -134,7 +136,7 @@ fn row(
         .iter()
         .map(|&n| {
             let here: Vec<_> = pts.iter().filter(|p| p.0 == n).collect();
-            let mr = mean(here.iter().map(|p| resid(p))).unwrap_or(0.0);
+            let mr = mean_of(here.iter().map(|p| resid(p))).unwrap_or(0.0);
             // Rounding noise of the subtraction (one node: exactly 0 in exact arithmetic).
             let mr = if mr.abs() <= 1e-9 * grand.abs() {
                 0.0
@@ -148,12 +150,12 @@ fn row(
                     .iter()
                     .filter_map(|&k| {
                         let v: Vec<f64> = here.iter().filter(|p| p.1 == k).map(|p| p.2).collect();
-                        Some((k.to_string(), v.len(), mean(v.into_iter())?))
+                        Some((k.to_string(), v.len(), mean_of(v.into_iter())?))
                     })
                     .collect(),
                 mean_residual: mr,
                 relative: (grand != 0.0).then(|| mr / grand),
-                load_before: mean(here.iter().filter_map(|p| p.3)),
+                load_before: mean_of(here.iter().filter_map(|p| p.3)),
                 other_jobs: here.iter().map(|p| p.4).sum(),
             }
         })

@@ -15,9 +15,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
+use super::mean;
 
 /// Two-sided paired t-test on differences (`None` for n < 2 or zero variance).
 pub fn paired_t_p(d: &[f64]) -> Option<f64> {

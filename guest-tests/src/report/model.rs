@@ -18,7 +18,7 @@
 
 use super::block::Block;
 use super::tables::{fmt_num, fmt_p};
-use crate::compare::{welch_diff_ci95, welch_p};
+use crate::compare::{mean, welch_diff_ci95, welch_p};
 use crate::results::RunResult;
 
 const H: &str = "scan.scsi_nr_hw_queues";
@@ -102,10 +102,6 @@ impl PairModel {
 pub struct ScanModel {
     pub kernels: Vec<KernelFactors>,
     pub pairs: Vec<PairModel>,
-}
-
-fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
 }
 
 fn factors(kernel: &str, runs: &[&RunResult]) -> Option<KernelFactors> {

@@ -15,7 +15,7 @@ fn zero(buf: &IoBuf<'_>) {
     // same kind of access as vm-memory's own copies into a VolatileSlice of more than 8 bytes
     // (`ptr::copy_nonoverlapping`). A copy from a page of zeros instead (`copy_from`) reads
     // 4 KiB for every 4 KiB written and cost 9-13 % of ops per backend CPU-second on null
-    // storage (ci/bench-ab.sh).
+    // storage (experiments/bench-ab.sh).
     unsafe { std::ptr::write_bytes(guard.as_ptr(), 0, buf.len()) };
 }
 

@@ -6,24 +6,24 @@
 # Usage: flock /tmp/vb-cpu.lock docs/results/syscalls-s29/poll-window/polltest.sh OUT_DIR
 ROOT=$(cd "$(dirname "$0")/../../../.." && pwd)
 B=$ROOT/target/release
-OUT=$1; mkdir -p $OUT
+OUT=$1; mkdir -p "$OUT"
 for r in 1 2 3; do
  for cfg in "p0" "p20000" "p50000" "qsd" "t2p0" "t2p50000"; do
   for cl in bench blkio; do
    rm -f /tmp/pt.sock
    case $cfg in
-    qsd) "$ROOT/ci/qsd-null.sh" /tmp/pt.sock 8 0 >/dev/null 2>&1 & ;;
-    t2p*) VB_POLL_NS=${cfg#t2p} RUST_LOG=warn $B/vhost-blk --socket-path /tmp/pt.sock --null 1G --num-queues 8 --threads 2 >/dev/null 2>&1 & ;;
-    p*) VB_POLL_NS=${cfg#p} RUST_LOG=warn $B/vhost-blk --socket-path /tmp/pt.sock --null 1G --num-queues 8 >/dev/null 2>&1 & ;;
+    qsd) "$ROOT/experiments/qsd-null.sh" /tmp/pt.sock 8 0 >/dev/null 2>&1 & ;;
+    t2p*) VB_POLL_NS=${cfg#t2p} RUST_LOG=warn "$B/vhost-blk" --socket-path /tmp/pt.sock --null 1G --num-queues 8 --threads 2 >/dev/null 2>&1 & ;;
+    p*) VB_POLL_NS=${cfg#p} RUST_LOG=warn "$B/vhost-blk" --socket-path /tmp/pt.sock --null 1G --num-queues 8 >/dev/null 2>&1 & ;;
    esac
-   P=$!; for i in $(seq 100); do [ -S /tmp/pt.sock ] && break; sleep 0.05; done
-   c=(); [ $cl = blkio ] && c=(--client blkio)
-   timeout 60 $B/vhost-blk-bench --socket /tmp/pt.sock --ramp 200ms --duration 3s --queues 8 --qd 16 --threads 2 --backend-pid $P --json $OUT/$cfg-$cl-r$r.json "${c[@]}" >/dev/null
+   P=$!; for _ in $(seq 100); do [ -S /tmp/pt.sock ] && break; sleep 0.05; done
+   c=(); [ "$cl" = blkio ] && c=(--client blkio)
+   timeout 60 "$B/vhost-blk-bench" --socket /tmp/pt.sock --ramp 200ms --duration 3s --queues 8 --qd 16 --threads 2 --backend-pid $P --json "$OUT/$cfg-$cl-r$r.json" "${c[@]}" >/dev/null
    kill $P; wait $P 2>/dev/null
   done
  done
 done
-python3 - $OUT <<'PY'
+python3 - "$OUT" <<'PY'
 import json,glob,sys,statistics,collections
 d=collections.defaultdict(list)
 for f in sorted(glob.glob(sys.argv[1]+'/*.json')):

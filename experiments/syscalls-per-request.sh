@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the backend's CPU-seconds per request are made of, blk vs SCSI READ(10) / READ(16), same
-# binary, interleaved rounds (issue 14). ci/callgrind-per-request.sh counts the instructions of
+# binary, interleaved rounds (issue 14). experiments/callgrind-per-request.sh counts the instructions of
 # the per-request path; this counts what callgrind cannot see. Each path runs twice per round:
 #  - bare: no tracing; IOPS, backend CPU time per request (utime + stime from /proc over the
 #    client's run), completions per interrupt (the client's count), client p99;
@@ -13,7 +13,7 @@
 # scsi10, scsi16 (virtio-scsi READ(10) / READ(16)), qsd (qemu-storage-daemon, null-co, the same
 # queues); CLIENT=blkio drives the blk-kind paths with libblkio instead of vhost-blk-bench.
 #
-# Usage: ci/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
+# Usage: experiments/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
 #   env: ROUNDS (3), DURATION (3s), QUEUES (8), QD (16), THREADS (2), PATHS ("blk scsi10 scsi16"),
 #        CLIENT (bench)
 # Output: OUT_DIR/syscalls-per-request.md (the table, also printed) and each run's raw files.
@@ -30,8 +30,9 @@ PATHS=${PATHS:-"blk scsi10 scsi16"}
 CLIENT=${CLIENT:-bench}
 die() { echo "syscalls-per-request: $*" >&2; exit 2; }
 command -v perf >/dev/null || die "perf is not installed (Debian: linux-perf)"
-[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
     die "build first: cargo build --release -p vhost-blk --bins"
+fi
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer, got '$ROUNDS'"
 for p in $PATHS; do
     case $p in
@@ -48,8 +49,8 @@ EVENTS=$EVENTS,syscalls:sys_enter_ppoll,sched:sched_switch,sched:sched_wakeup
 CLIENT_EVENTS=sched:sched_switch,sched:sched_wakeup
 perf stat -e "$EVENTS" true >/dev/null 2>&1 || die "perf cannot count the tracepoints here (root? tracefs?)"
 mkdir -p "$OUT"
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 trap stop_backends EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -68,12 +69,13 @@ one() { # PATH ROUND MODE (bare: no tracing; perf: the counters above)
         start_backend "$OUT/$name-backend.log" "$sock" ours "${backend[@]}" --num-queues "$QUEUES" ||
             exit 2
     fi
-    local ppid= t0 cperf=()
+    local ppid='' t0 cperf=()
     if [ "$mode" = perf ]; then
         perf stat -x, -e "$EVENTS" -p "$BACKEND_PID" -o "$OUT/$name-backend.perf" &
         ppid=$!
         # The client gets the scheduler events only: it makes about 1.3 system calls per
         # request, and counting those slows it enough to change the backend's batches.
+        # shellcheck disable=SC2054 # -x, is perf's CSV separator, not an array comma
         cperf=(perf stat -x, -e "$CLIENT_EVENTS" -o "$OUT/$name-client.perf" --)
     fi
     sleep 0.2
@@ -88,11 +90,14 @@ one() { # PATH ROUND MODE (bare: no tracing; perf: the counters above)
 
 for r in $(seq "$ROUNDS"); do
     # Rotate the order each round, so no path always runs first.
+    # PATHS is a list: split on purpose (here and below).
+    # shellcheck disable=SC2086
     set -- $PATHS
     for _ in $(seq $(((r - 1) % $#))); do set -- "${@:2}" "$1"; done
     for p in "$@"; do one "$p" "$r" bare; one "$p" "$r" perf; done
 done
 
+# shellcheck disable=SC2086
 python3 - "$OUT" "$ROUNDS" "$(getconf CLK_TCK)" "$CLIENT" $PATHS <<'PY' | tee "$OUT/syscalls-per-request.md"
 import json, statistics, sys
 out, rounds, hz, client, paths = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]

@@ -3,8 +3,8 @@
 kernel: n, min, max, sum. For figures that `guest-tests compare` (means, medians, tests) does
 not print: a storm's cycles in all, per-boot values, round-by-round differences.
 
-Usage: ci/runs_table.py DIR METRIC [METRIC ...]
-  e.g. ci/runs_table.py docs/results/seed000-versions/unfrozen quiesce-storm.storm_cycles \
+Usage: experiments/runs_table.py DIR METRIC [METRIC ...]
+  e.g. experiments/runs_table.py docs/results/seed000-versions/unfrozen quiesce-storm.storm_cycles \
            quiesce-storm.storm_stranded
 A metric a run does not have prints as '-'. Failed runs are listed with their state and left
 out of the per-kernel figures.
@@ -23,7 +23,7 @@ def fmt(v):
 
 def main(argv):
     if len(argv) < 3:
-        print("usage: ci/runs_table.py DIR METRIC [METRIC ...]", file=sys.stderr)
+        print("usage: experiments/runs_table.py DIR METRIC [METRIC ...]", file=sys.stderr)
         return 2
     root, metrics = argv[1], argv[2:]
     paths = sorted(glob.glob(os.path.join(root, "**", "results.json"), recursive=True))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The goal table of ci/restart-experiment.sh, from what it kept in OUT: per run (NAME =
+"""The goal table of experiments/restart-experiment.sh, from what it kept in OUT: per run (NAME =
 DEVICE-qemuQEMU-runI) NAME.status.json (test exit status), NAME.restarts.json (every backend
 instance: fds, RSS, in flight before the kill, chains the next one resubmitted) and the test's
 `RESTART-RESULT {json}` line in NAME.log (fio status, job errors, bad dmesg lines).

@@ -23,6 +23,8 @@ cd "$ROOT"
 nice -n 10 cargo build -q --release -p guest-tests
 BIN=$ROOT/target/release/guest-tests
 # A bad line or component: one line, exit 2, before the cache is touched.
+# MORE is a list of components: split on purpose.
+# shellcheck disable=SC2086
 for k in "$LINE" "$LINE+$FIX" ${MORE:+$(printf "$LINE+%s " $MORE)}; do
     "$BIN" run --kernels "$k" --suite smoke --dry-run >/dev/null
 done

@@ -2,18 +2,18 @@
 # Where the backend's CPU goes, ours beside qemu-storage-daemon, under one client: perf record
 # (cpu-clock, call graphs) of the backend process for 2 s in the middle of a 3 s run of 4k random
 # reads on null storage, 8 queues x QD16, 2 client threads (the efficiency setting of
-# ci/bench-latency.sh). Writes per configuration the flat profile (self time by symbol), the
+# experiments/bench-latency.sh). Writes per configuration the flat profile (self time by symbol), the
 # callers of every symbol above 5 % and the bench's JSON, then prints (and writes to summary.md)
 # one table from them (ci/profile_backend_table.py): the share of samples in context switches,
 # signalling the client, guest-memory translation, the zero fill, copies, statistics. The groups
 # go by symbol name, so they are approximate (e.g. _raw_spin_unlock_irq is counted as eventfd:
 # the callers files show that is where almost all of it comes from).
 # Not part of CI (needs perf and a quiet host; run it under `flock /tmp/vb-cpu.lock`).
-# Usage: ci/profile-backend.sh OUT_DIR     env: CLIENT (blkio | bench; default blkio)
+# Usage: experiments/profile-backend.sh OUT_DIR     env: CLIENT (blkio | bench; default blkio)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
-[ $# = 1 ] || { echo "usage: ci/profile-backend.sh OUT_DIR" >&2; exit 2; }
+[ $# = 1 ] || { echo "usage: experiments/profile-backend.sh OUT_DIR" >&2; exit 2; }
 OUT=$1
 CLIENT=${CLIENT:-blkio}
 case "$CLIENT" in
@@ -24,12 +24,14 @@ esac
 command -v perf >/dev/null || { echo "profile-backend: perf is not installed" >&2; exit 2; }
 command -v qemu-storage-daemon >/dev/null ||
     { echo "profile-backend: qemu-storage-daemon is not installed" >&2; exit 2; }
-[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
-    { echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
+    echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 trap 'stop_backends; rm -rf "$WORK"' EXIT
 
 one() { # NAME ours|qsd BACKEND-ARGS

@@ -23,6 +23,7 @@ for q in $qemus; do
     echo "QEMU $q: exit $status"
     [ "$status" = 0 ] || failed=$((failed + 1))
 done
+# shellcheck disable=SC2086 # qemus is a list: split on purpose
 python3 - "$out" $qemus <<'PY'
 import json, re, sys
 out = sys.argv[1]

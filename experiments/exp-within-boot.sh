@@ -4,7 +4,7 @@
 # times in each boot of `rt` (a suite generated from seed000-lockwait into a temporary
 # directory), REPEAT boots, then prints the variance components of the queue_lock wait and
 # contention count per 1,000 I/Os (docs/results/verdict, "within-boot").
-#   flock /tmp/vb-cpu.lock ci/exp-within-boot.sh
+#   flock /tmp/vb-cpu.lock experiments/exp-within-boot.sh
 # Environment: OUT (default results/within-boot-<UTC time>), REPEAT (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."

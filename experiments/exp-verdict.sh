@@ -47,7 +47,8 @@ cell() { # cell NAME ARGS...: one matrix, then its comparison of the suite's pri
     local name=$1; shift
     echo
     echo "== $name ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"
-    local t0=$(date +%s)
+    local t0
+    t0=$(date +%s)
     "$GT" run --kernels rt,rt+seed000 --suite "$SUITE" --repeat "$REPEAT" --out "$OUT/$name" "$@" | tail -n 4
     echo "   wall $(( $(date +%s) - t0 )) s"
     "$GT" compare "$OUT/$name" --verdict

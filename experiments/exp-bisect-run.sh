@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# ci/exp-bisect-run.sh NAME: plain `git bisect run guest-tests judge ...` over the history of one
-# run of ci/exp-bisect.sh (NAME, e.g. run-20261201-1), with that run's reference boots as
+# experiments/exp-bisect-run.sh NAME: plain `git bisect run guest-tests judge ...` over the history of one
+# run of experiments/exp-bisect.sh (NAME, e.g. run-20261201-1), with that run's reference boots as
 # `judge --good/--bad`. Works in a `git clone --shared` of the experiment's tree (so the
 # experiment's own checkout is not touched), checks git's first bad commit against the secret
 # and keeps `git bisect log` and the per-step judge lines in docs/results/bisect/NAME/.
 # Heavy: one build + 2-6 boots per step; runs under the shared CPU lock.
-# Env: VB_CACHE, EXP_DIR (as for ci/exp-bisect.sh), VB_CPU_LOCK.
+# Env: VB_CACHE, EXP_DIR (as for experiments/exp-bisect.sh), VB_CPU_LOCK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export VB_CACHE=${VB_CACHE:-$ROOT/.cache}
 EXP=${EXP_DIR:-$VB_CACHE/exp-bisect}
-NAME=${1:?usage: ci/exp-bisect-run.sh NAME (a run of ci/exp-bisect.sh, e.g. run-20261201-1)}
+NAME=${1:?usage: experiments/exp-bisect-run.sh NAME (a run of experiments/exp-bisect.sh, e.g. run-20261201-1)}
 LOCK=${VB_CPU_LOCK:-/tmp/vb-cpu.lock}
 TREE=$EXP/linux
 OUT=$EXP/$NAME
@@ -19,7 +19,7 @@ CLONE=$EXP/judge-$NAME
 GT=$ROOT/target/release/guest-tests
 DOCS=$ROOT/docs/results/bisect/$NAME
 if [ ! -d "$OUT/refs/good" ] || [ ! -d "$OUT/refs/bad" ] || [ ! -f "$EXP/secret-$NAME" ]; then
-    echo "$OUT has no refs/good, refs/bad or secret: run ci/exp-bisect.sh first" >&2
+    echo "$OUT has no refs/good, refs/bad or secret: run experiments/exp-bisect.sh first" >&2
     exit 2
 fi
 bad=$(git -C "$TREE" rev-parse "exp-$NAME")

@@ -34,7 +34,7 @@
 #     Per row: medians over the rounds of IOPS, ops per backend CPU-second (utime + stime of the
 #     backend process) and client latency p50/p99; ratios of medians and per-round paired ratios.
 #
-# Usage: ci/bench-latency.sh [OUT_DIR]
+# Usage: experiments/bench-latency.sh [OUT_DIR]
 #   env: DURATION (3s), LAT_DURATION (2s), TARGETS_US ("10 50 200 1000"), ROUNDS (3), QUEUES (8),
 #        QD (16), THREADS (2), LAT_PIN (1 where possible), SKIP_BUILD (unset)
 # Output: OUT_DIR/bench-latency.md (the table, also printed) and the raw JSON of every run.
@@ -52,8 +52,8 @@ THREADS=${THREADS:-2}
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT/failures.txt"
 WORK=$(mktemp -d)
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 cleanup() {
     stop_backends
     rm -rf "$WORK"
@@ -82,6 +82,8 @@ if [ "$LAT_PIN" = 1 ]; then
 else
     echo "Latency runs not pinned (LAT_PIN=0 or no taskset / one CPU): placed by the scheduler."
 fi >"$OUT/placement.txt"
+# BACKEND_PREFIX is read by backend-lib.sh's start_backend.
+# shellcheck disable=SC2034
 pin_latency() { # on | off
     if [ "$1" = on ] && [ "$LAT_PIN" = 1 ]; then
         BACKEND_PREFIX=(taskset -c 0) PIN_BENCH=(taskset -c 1) PIN_CYCLIC=(-a 0)
@@ -90,7 +92,7 @@ pin_latency() { # on | off
     fi
 }
 
-# start_ours SOCKET ARGS... / start_qsd SOCKET QUEUES LATENCY_NS: ci/backend-lib.sh's
+# start_ours SOCKET ARGS... / start_qsd SOCKET QUEUES LATENCY_NS: experiments/backend-lib.sh's
 # start_backend, logging to the work directory; both set BACKEND_PID (stop_backend stops it).
 start_ours() { start_backend "$WORK/ours.log" "$1" ours "${@:2}"; }
 start_qsd() { start_backend "$WORK/qsd.log" "$1" qsd "$2" "$3"; }

@@ -2,7 +2,7 @@
 # Copies what docs/results/ keeps of a matrix directory: every run's results.json, the matrix
 # index, report.md and the SVG plots (no console logs, initrds or raw streams), then rebuilds
 # the report from those copies so that every number in it comes from the committed files.
-# Usage: ci/collect-results.sh MATRIX_DIR DEST_DIR [report title]
+# Usage: experiments/collect-results.sh MATRIX_DIR DEST_DIR [report title]
 set -euo pipefail
 src=$1 dest=$2 title=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)

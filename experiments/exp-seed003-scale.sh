@@ -4,7 +4,7 @@
 # REPEAT_ALL boots each (interleaved), then REPEAT_MAIN more boots of the main pair
 # (rt+noguard vs rt+noguard+seed003, seeds continuing), and the report over both (it carries
 # the seed-003 cost model). Run it under the CPU lock on a shared host:
-#   flock /tmp/vb-cpu.lock ci/exp-seed003-scale.sh
+#   flock /tmp/vb-cpu.lock experiments/exp-seed003-scale.sh
 # Environment: OUT (default results/seed003-scale-<UTC time>), REPEAT_ALL (2), REPEAT_MAIN (1),
 # SUITE (seed003-scale; seed003-scale-4cpu: the same scale on 4 running vCPUs of 16),
 # DESIGN (interleaved; paired: the kernels of a repeat boot at the same time, so that the host's

@@ -8,7 +8,7 @@
 # one matrix per scheduling mode under it, OUT/<mode>/vhost-blk), KTREE (a Linux source tree
 # with no build in it; default .cache/ci-tree/linux, which `.ci/run` leaves), BUILD (the
 # compile's output directory, default /tmp/vb-hogbuild; emptied before each compile).
-# Run it under the CPU lock: flock /tmp/vb-cpu.lock ci/exp-busy-compile.sh
+# Run it under the CPU lock: flock /tmp/vb-cpu.lock experiments/exp-busy-compile.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCHEDS=${SCHEDS:-normal short}
@@ -33,6 +33,7 @@ trap stop_hog EXIT
 for s in $SCHEDS; do
     rm -rf "$BUILD"; mkdir -p "$BUILD"
     make -s -C "$KTREE" O="$BUILD" defconfig >/dev/null
+    # shellcheck disable=SC2016 # $1 is the inner shell's argument, expanded there
     setsid bash -c 'cd "$1" && exec env CCACHE_DISABLE=1 make -j1 vmlinux' - "$BUILD" \
         >"$BUILD.log" 2>&1 &
     HOG=$!

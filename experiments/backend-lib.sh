@@ -1,10 +1,10 @@
 # shellcheck shell=bash
-# Starting and stopping the backend under test, for the benchmark scripts (ci/bench-latency.sh,
-# ci/syscalls-per-request.sh, ci/profile-backend.sh). Source it; it defines:
+# Starting and stopping the backend under test, for the benchmark scripts (experiments/bench-latency.sh,
+# experiments/syscalls-per-request.sh, experiments/profile-backend.sh). Source it; it defines:
 #
 #   start_backend LOG SOCKET ours ARGS...              our release vhost-blk, ARGS after --socket-path
 #                                                      (VB_BACKEND_BIN: another vhost-blk binary)
-#   start_backend LOG SOCKET qsd QUEUES LATENCY_NS     qemu-storage-daemon (ci/qsd-null.sh)
+#   start_backend LOG SOCKET qsd QUEUES LATENCY_NS     qemu-storage-daemon (experiments/qsd-null.sh)
 #       Starts it in the background with its output in LOG, sets BACKEND_PID, appends it to
 #       BACKEND_PIDS (for the caller's exit trap), and waits up to 5 s for SOCKET: returns 1 with
 #       a message when it exits or never listens. BACKEND_PREFIX (an array, e.g. (taskset -c 0))
@@ -35,7 +35,7 @@ start_backend() {
             >"$log" 2>&1 &
         ;;
     qsd)
-        ${BACKEND_PREFIX[@]+"${BACKEND_PREFIX[@]}"} "$BACKEND_LIB_ROOT/ci/qsd-null.sh" "$sock" "$@" \
+        ${BACKEND_PREFIX[@]+"${BACKEND_PREFIX[@]}"} "$BACKEND_LIB_ROOT/experiments/qsd-null.sh" "$sock" "$@" \
             >"$log" 2>&1 &
         ;;
     *)

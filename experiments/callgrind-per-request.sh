@@ -4,16 +4,18 @@
 # per-request path: popping the chain, validation, storage, completion, used ring, signalling),
 # divided by the completions the backend's own statistics counted. Instruction counts do not
 # depend on host load, so this separates "the SCSI path does more work" from "the SCSI run was
-# scheduled worse" (ci/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
+# scheduled worse" (experiments/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
 # of atomics, syscalls and context switches (docs/perf.md).
-# Usage: ci/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
+# Usage: experiments/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
 OUT=${1:-$(mktemp -d)}
 command -v valgrind >/dev/null || { echo "callgrind-per-request: valgrind is not installed" >&2; exit 2; }
-[ -x "$B/vhost-blk" ] && [ -x "$B/vhost-blk-bench" ] ||
-    { echo "callgrind-per-request: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
+    echo "callgrind-per-request: build first: cargo build --release -p vhost-blk --bins" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 one() { # NAME BACKEND-ARGS CLIENT-ARGS
     local name=$1 sock=$OUT/$1.sock

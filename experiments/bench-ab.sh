@@ -3,7 +3,7 @@
 # the backend process, as vhost-blk-bench --backend-pid measures it), old (A) and new (B)
 # alternated A B A B ... in one run, each round in a rotated order of configurations, so host
 # drift hits both alike. The same client binary drives both. Run it under the CPU lock:
-#   flock /tmp/vb-cpu.lock ci/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]
+#   flock /tmp/vb-cpu.lock experiments/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]
 # OLD_DIR and NEW_DIR hold a release `vhost-blk` (and NEW_DIR the `vhost-blk-bench` used as
 # the client). Build an old one from a commit with e.g.
 #   git archive COMMIT | tar -x -C /tmp/old && (cd /tmp/old && cargo build --release -p vhost-blk --bins)
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { echo "usage: ci/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: experiments/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]" >&2; exit 2; }
 OLD=$(cd "$1" && pwd) NEW=$(cd "$2" && pwd)
 OUT=${3:-$ROOT/target/bench-ab}
 for b in "$OLD/vhost-blk" "$NEW/vhost-blk" "$NEW/vhost-blk-bench"; do
@@ -28,8 +28,8 @@ CONFIGS=${CONFIGS:-"null-bench null-blkio mem-bench mem-blkio memw-bench scsi10-
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT/failures.txt"
 WORK=$(mktemp -d)
-# shellcheck source=ci/backend-lib.sh
-. "$ROOT/ci/backend-lib.sh"
+# shellcheck source=experiments/backend-lib.sh
+. "$ROOT/experiments/backend-lib.sh"
 trap 'stop_backends; rm -rf "$WORK"' EXIT
 
 backend_args() { # CONFIG

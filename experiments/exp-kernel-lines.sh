@@ -13,7 +13,7 @@
 #   scale:    the main job's design (suite seed000-scale, cell q62-c2: 62 hctx, 2 running vCPUs)
 #             on rt73+cpus128, rt73+cpus128+seed000-v8 and rt73+cpus128+seed000, REPEAT boots
 #             each, interleaved; compare of each fix against the 7.3 base.
-# Then the table of docs/results/kernel-lines/README.md (ci/kernel_lines_table.py). The CPU lock
+# Then the table of docs/results/kernel-lines/README.md (experiments/kernel_lines_table.py). The CPU lock
 # (/tmp/vb-cpu.lock) is taken per build and per matrix.
 #
 # Environment: OUT (default results/kernel-lines-<UTC time>), REPEAT (6), STORM_REPEAT (6),
@@ -40,12 +40,14 @@ for p in $PARTS; do
     case "$p" in
         boots)
             stamp boots
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $BOOT_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite smoke --repeat 1 --no-progress \
                 --kernels "${BOOT_KERNELS// /,}" --out "$OUT/boots"
             ;;
         unfrozen)
             stamp unfrozen
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $STORM_KERNELS >/dev/null
             # the hook's detector on 7.3: must FAIL with stranded=1 and the debugfs dump
             flock "$LOCK" "$GT" run --suite quiesce-storm-unfrozen-detect --kernels rt73+storm \
@@ -58,6 +60,7 @@ for p in $PARTS; do
             ;;
         lockwait)
             stamp lockwait
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $LOCKWAIT_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite seed000-lockwait --design interleaved \
                 --host-sched short --no-progress --kernels "${LOCKWAIT_KERNELS// /,}" \
@@ -69,6 +72,7 @@ for p in $PARTS; do
             ;;
         scale)
             stamp scale
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $SCALE_KERNELS >/dev/null
             flock "$LOCK" "$GT" run --suite seed000-scale --variant q62-c2 --design interleaved \
                 --host-sched short --no-progress --kernels "${SCALE_KERNELS// /,}" \
@@ -86,8 +90,8 @@ stamp table
 if [ -d "$OUT/lockwait" ]; then
     storm=""
     [ -d "$OUT/unfrozen" ] && storm=":$OUT/unfrozen"
-    python3 ci/kernel_lines_table.py "$GT" "7.3=rt73:$OUT/lockwait$storm" \
+    python3 experiments/kernel_lines_table.py "$GT" "7.3=rt73:$OUT/lockwait$storm" \
         "6.12 (same run)=rt:$OUT/lockwait"
 fi
-stamp done
+stamp "done"
 echo "matrices under $OUT"

@@ -4,7 +4,7 @@ and each seed-000 fix, from committed matrices. Every statistic comes from `gues
 --json` (Welch p against the line's base, means, CVs); storm figures are summed from the storm
 matrices' results.json files.
 
-Usage: ci/kernel_lines_table.py GT LINE=BASE:LOCKWAIT_DIR[+DIR...][:STORM_DIR] ...
+Usage: experiments/kernel_lines_table.py GT LINE=BASE:LOCKWAIT_DIR[+DIR...][:STORM_DIR] ...
   GT            the guest-tests binary
   LINE          a label for the table (6.12, 7.3)
   BASE          the line's base kernel in the lock-wait matrix (rt, rt73); every other kernel of
@@ -12,7 +12,7 @@ Usage: ci/kernel_lines_table.py GT LINE=BASE:LOCKWAIT_DIR[+DIR...][:STORM_DIR] .
   LOCKWAIT_DIR  seed000-lockwait matrices (joined with '+' when several, e.g. a matrix and its
                 extension with more base boots)
   STORM_DIR     a quiesce-storm-unfrozen matrix whose kernels are these kernels + "+storm"
-e.g. ci/kernel_lines_table.py target/release/guest-tests \
+e.g. experiments/kernel_lines_table.py target/release/guest-tests \
     6.12=rt:docs/results/seed000-versions/lockwait:docs/results/seed000-versions/unfrozen \
     7.3=rt73:docs/results/kernel-lines/lockwait:docs/results/kernel-lines/unfrozen
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ci/exp-bisect.sh [RUNS]: the end-to-end bisection experiment (docs/results/bisect/README.md).
+# experiments/exp-bisect.sh [RUNS]: the end-to-end bisection experiment (docs/results/bisect/README.md).
 #
 # Makes a real git history from Debian's linux-source-6.12: the Debian source (commit "base"),
 # seed 000 applied on it (tag "good": no queue_lock wait), then per run a branch of 31 small

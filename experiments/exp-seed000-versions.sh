@@ -27,6 +27,7 @@ FIXES="rt+seed000 rt+seed000-paired rt+seed000-v7"
 LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
 [ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
+# shellcheck disable=SC2086 # FIXES is a list of kernels: split on purpose
 flock "$LOCK" "$GT" images build rt $FIXES rt+nobarrier >/dev/null
 STORM_KERNELS="rt+storm rt+seed000+storm rt+seed000-paired+storm rt+seed000-v7+storm rt+nobarrier+storm"
 
@@ -62,6 +63,7 @@ for p in $PARTS; do
             ;;
         unfrozen)
             stamp unfrozen
+            # shellcheck disable=SC2086 # a list of kernels: split on purpose
             flock "$LOCK" "$GT" images build $STORM_KERNELS >/dev/null
             # the hook's detector: must FAIL with stranded=1 and the debugfs dump
             flock "$LOCK" "$GT" run --suite quiesce-storm-unfrozen-detect --kernels rt+storm \
@@ -75,5 +77,5 @@ for p in $PARTS; do
         *) echo "exp-seed000-versions: unknown part '$p'" >&2; exit 2 ;;
     esac
 done
-stamp done
+stamp "done"
 echo "matrices under $OUT"

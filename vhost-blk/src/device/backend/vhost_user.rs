@@ -1,0 +1,140 @@
+//! [`VhostUserBackend`] for [`DeviceBackend`]: what vhost-user-backend's handler and workers
+//! call (features, configuration space, ring stops, each worker's events), over the state and
+//! worker turns of the parent module.
+
+use super::*;
+
+impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
+    type Bitmap = ();
+    type Vring = Vring;
+
+    fn num_queues(&self) -> usize {
+        self.personality.num_queues()
+    }
+
+    fn max_queue_size(&self) -> usize {
+        usize::from(self.opts.queue_size)
+    }
+
+    fn features(&self) -> u64 {
+        self.personality.features() | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+    }
+
+    fn acked_features(&self, features: u64) {
+        self.acked_features.store(features, Ordering::Relaxed);
+        self.personality.acked_features(features);
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        let f = VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+        if self.opts.inflight {
+            f | VhostUserProtocolFeatures::INFLIGHT_SHMFD
+        } else {
+            f
+        }
+    }
+
+    fn reset_device(&self) {
+        tracing::debug!(personality = self.personality.name(), "device reset");
+        self.personality.reset();
+        for q in &self.queues {
+            q.lock().unwrap_or_else(|e| e.into_inner()).reset();
+        }
+        self.gate.clear();
+        self.event_idx.store(false, Ordering::Relaxed);
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.event_idx.store(enabled, Ordering::Relaxed);
+    }
+
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        let cfg = self.personality.config_space();
+        let start = (offset as usize).min(cfg.len());
+        let end = start.saturating_add(size as usize).min(cfg.len());
+        let mut out = cfg[start..end].to_vec();
+        out.resize(size as usize, 0);
+        out
+    }
+
+    fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        self.personality.set_config(offset, buf)
+    }
+
+    fn update_memory(&self, _mem: GuestMem) -> io::Result<()> {
+        // `self.mem` is a clone of the same atomic the handler just updated.
+        Ok(())
+    }
+
+    fn queues_per_thread(&self) -> Vec<u64> {
+        self.opts.thread_masks.clone()
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        // Each worker gets its own kill eventfd; the handler keeps the notifier.
+        self.exit_events.create()
+    }
+
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        // Completions still held by the latency model belong to requests the device finished:
+        // publish them before the ring is handed back.
+        let q = queue_index as usize;
+        if q < self.queues.len() {
+            let event_idx = self.event_idx.load(Ordering::Relaxed);
+            self.queue(q).flush(event_idx);
+            // A stopped ring recovers (if ever) after its next SET_VRING_KICK.
+            self.gate_done(q);
+        }
+        Ok(())
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        vrings: &[Vring],
+        thread_id: usize,
+    ) -> io::Result<()> {
+        let n = self.personality.num_queues();
+        let Some(mine) = self.thread_queues.get(thread_id) else {
+            return Ok(());
+        };
+        let ev = usize::from(device_event);
+        let shared = mine.len() > 1;
+        if ev < mine.len() {
+            self.counters[mine[ev]].kick();
+            self.process_queue(mine[ev], &vrings[ev], shared);
+        } else if ev > 2 * n {
+            // A queue's turn comes back: data = 2 n + 1 + global queue index.
+            let q = ev - 2 * n - 1;
+            if let Some(local) = mine.iter().position(|&x| x == q) {
+                // Consumed before processing, so that passing the turn again re-arms it.
+                let _ = self.resume[q].read();
+                let vring = &vrings[local];
+                let started = {
+                    let r = vring.get_ref();
+                    r.is_enabled() && r.get_queue().ready()
+                };
+                // A ring stopped or disabled since is left alone, as its kick would be.
+                if started {
+                    self.process_queue(q, vring, shared);
+                }
+            }
+        } else if ev > n {
+            // A queue's completion timer: data = n + 1 + global queue index.
+            let q = ev - n - 1;
+            if let Some(local) = mine.iter().position(|&x| x == q) {
+                let event_idx = self.event_idx.load(Ordering::Relaxed);
+                let mem = self.mem.memory();
+                let vring = &vrings[local];
+                let mut state = self.queue(q);
+                state.attach(vring);
+                state.on_timer(event_idx, || avail_pending(vring, &mem));
+            }
+        }
+        Ok(())
+    }
+}
