@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use super::apt;
 use super::gitsrc::GitSource;
 use super::manifest::{Manifest, Source, Variant};
 use super::patches::{self, Patch};
@@ -310,7 +311,7 @@ fn prepare_source(ctx: &Ctx, tree: &Tree, work: &Path) -> Result<i64, ImageError
                 tarball,
                 apt,
             } => {
-                let deb = util::download_deb(ctx, package, version, sha256, apt.as_deref())?;
+                let deb = apt::download_deb(ctx, package, version, sha256, apt.as_deref())?;
                 let pb = ctx.bar(1, "extract");
                 pb.set_message(format!("{package} {version}"));
                 let script = format!(

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::apt;
 use super::kernel::BuiltKernel;
 use super::manifest::{Manifest, Source, Variant};
 use super::util::{self, Ctx, Lock};
@@ -105,10 +106,10 @@ pub fn ensure(ctx: &Ctx, m: &Manifest, v: &Variant) -> Result<Prebuilt, ImageErr
     if !dir.join("extracted").is_file() {
         let mut debs = vec![(
             package.as_str(),
-            util::download_deb(ctx, package, version, sha256, apt.as_deref())?,
+            apt::download_deb(ctx, package, version, sha256, apt.as_deref())?,
         )];
         for e in extra {
-            let deb = util::download_deb(ctx, &e.package, version, &e.sha256, apt.as_deref())?;
+            let deb = apt::download_deb(ctx, &e.package, version, &e.sha256, apt.as_deref())?;
             debs.push((e.package.as_str(), deb));
         }
         let tmp = dir.join("root.tmp");

@@ -145,69 +145,6 @@ pub fn gcc_version() -> Result<String, ImageError> {
     Ok(v.lines().next().unwrap_or("").trim().to_string())
 }
 
-/// `apt-get download PACKAGE=VERSION` into `<cache>/debs` (once), checked against `sha256`.
-/// With `apt` (one `deb ...` line), from that private sources list ([`super::apt::PrivateApt`]);
-/// without, from the host's apt sources.
-pub fn download_deb(
-    ctx: &Ctx,
-    package: &str,
-    version: &str,
-    sha256: &str,
-    apt: Option<&str>,
-) -> Result<PathBuf, ImageError> {
-    let dir = ctx.cache.join("debs");
-    mkdirs(&dir)?;
-    let find = || -> Option<PathBuf> {
-        let prefix = format!("{package}_");
-        std::fs::read_dir(&dir)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .find_map(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                let ver = n
-                    .strip_prefix(&prefix)?
-                    .split('_')
-                    .next()?
-                    .replace("%3a", ":");
-                (ver == version && n.ends_with(".deb")).then(|| e.path())
-            })
-    };
-    let deb = match find() {
-        Some(p) => p,
-        None => {
-            let spec = format!("{package}={version}");
-            match apt {
-                Some(line) => super::apt::PrivateApt::in_cache(ctx, line)?.download(&spec, &dir)?,
-                None => {
-                    output(
-                        Command::new("apt-get")
-                            .arg("download")
-                            .arg(&spec)
-                            .current_dir(&dir),
-                        &format!("apt-get download {spec}"),
-                    )?;
-                }
-            }
-            find().ok_or_else(|| {
-                ImageError::Tool(format!(
-                    "apt-get download {spec} left no .deb in {}",
-                    dir.display()
-                ))
-            })?
-        }
-    };
-    let got = sha256_file(&deb)?;
-    if got != sha256 {
-        return Err(ImageError::Checksum {
-            package: package.into(),
-            version: version.into(),
-            got,
-            want: sha256.into(),
-        });
-    }
-    Ok(deb)
-}
-
 /// An exclusive advisory lock on `<dir>/.lock`, held while the value lives (the file is kept
 /// open only for that).
 #[derive(Debug)]

@@ -247,16 +247,6 @@ pub fn threads(pid: u32) -> Vec<(i32, String)> {
         .collect()
 }
 
-/// Pins each vCPU thread `k` of QEMU process `pid` to the host CPU the placement gives it (the
-/// same in every boot). Returns how many vCPU threads are pinned.
-pub fn pin_vcpus(pid: u32, p: &super::placement::Placement) -> usize {
-    threads(pid)
-        .into_iter()
-        .filter_map(|(tid, comm)| Some((tid, p.cpu_of_vcpu(vcpu_index(&comm)?)?)))
-        .filter(|&(tid, cpu)| super::placement::set_affinity(tid, &[cpu]))
-        .count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +336,9 @@ mod tests {
         assert_eq!(vcpu_index("worker"), None);
         assert!(!allowed_cpus().is_empty());
         let p = super::super::placement::Placement::plan(&[0], 1, None);
-        assert_eq!(pin_vcpus(std::process::id(), &p), 0);
+        assert_eq!(
+            super::super::placement::pin_vcpus(std::process::id(), &p),
+            0
+        );
     }
 }

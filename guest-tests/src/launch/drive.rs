@@ -71,7 +71,7 @@ pub(super) fn drive_qemu(
         // vCPU threads exist once QEMU has set the machine up (well before the guest runs).
         if (timings.vcpus_pinned as usize) < want_pinned && t0.elapsed() < Duration::from_secs(10) {
             if let Some(p) = qpid {
-                timings.vcpus_pinned = cpu::pin_vcpus(p, &placement) as u32;
+                timings.vcpus_pinned = placement::pin_vcpus(p, &placement) as u32;
             }
         }
         // A dedicated placement moves everything else off the vCPUs' cores (placement rule

@@ -13,9 +13,19 @@
 //! 4. A paired run's slot (`--vcpu-placement split`) puts every vCPU of the guest on
 //!    `cpus[slot mod n]` (shared).
 //! 5. [`Placement::plan`] is pure (CPU list and counts in, plan out); [`apply_others`] and
-//!    `cpu::pin_vcpus` carry it out on live threads.
+//!    [`pin_vcpus`] carry it out on live threads.
 
-use super::cpu::threads;
+use super::cpu::{threads, vcpu_index};
+
+/// Pins each vCPU thread `k` of QEMU process `pid` to the host CPU the placement gives it (the
+/// same in every boot). Returns how many vCPU threads are pinned.
+pub fn pin_vcpus(pid: u32, p: &Placement) -> usize {
+    threads(pid)
+        .into_iter()
+        .filter_map(|(tid, comm)| Some((tid, p.cpu_of_vcpu(vcpu_index(&comm)?)?)))
+        .filter(|&(tid, cpu)| set_affinity(tid, &[cpu]))
+        .count()
+}
 
 /// Host cores a dedicated placement keeps for the backend and QEMU's own threads (rule 2).
 pub const RESERVED_CORES: usize = 2;
