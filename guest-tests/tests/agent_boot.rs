@@ -120,7 +120,14 @@ fn boot(device: &str, dir: &Path) -> Vec<Artifact> {
         .args(["-monitor", "none"])
         .status()
         .unwrap();
-    assert!(status.success(), "qemu: {status}");
+    let console = std::fs::read_to_string(dir.join("console.out")).unwrap_or_default();
+    let tail: Vec<&str> = console.lines().rev().take(40).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    assert!(
+        status.success(),
+        "qemu: {status}; console tail:\n{}",
+        tail.join("\n")
+    );
     parse_stream(&std::fs::read(&res).unwrap())
 }
 
