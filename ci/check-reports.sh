@@ -35,7 +35,7 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/mainjob-s28-idle verdict/busy-short-s28 verdict/mainjob-s29-fresh
     verdict/mainjob-s25-busy-compile-normal verdict/mainjob-s25-busy-compile-short
     verdict/mainjob-s25-busy-compile-short-3 verdict/busy-short-s25-2 verdict/seqread-model
-    verdict/busy-short-s26 verdict/seqread-model-busy seed000-scale)
+    verdict/busy-short-s26 verdict/seqread-model-busy seed000-scale kernel-lines/storm-v8)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
