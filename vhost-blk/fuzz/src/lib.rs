@@ -13,7 +13,7 @@ use virtio_queue::mock::MockSplitQueue;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-use vhost_blk::device::{Chain, ChainLimits};
+use vhost_blk::device::{guest_bufs, Chain, ChainLimits, Outcome};
 
 /// Descriptors in the ring.
 pub const QUEUE_SIZE: u16 = 16;
@@ -63,11 +63,8 @@ impl<'a> Input<'a> {
 /// Guest RAM of two 64 KiB regions with a hole between them: [0, 0x10000) and
 /// [0x20000, 0x30000).
 pub fn guest_memory() -> GuestMemoryMmap<()> {
-    GuestMemoryMmap::from_ranges(&[
-        (GuestAddress(0), 0x10000),
-        (GuestAddress(0x20000), 0x10000),
-    ])
-    .expect("two small anonymous mappings")
+    GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10000), (GuestAddress(0x20000), 0x10000)])
+        .expect("two small anonymous mappings")
 }
 
 /// Limits no chain exceeds: what a personality accepted, `guest_bufs` with these accepts too
@@ -159,4 +156,28 @@ pub fn pop_chain<'m>(mem: &'m GuestMemoryMmap<()>, input: &mut Input<'_>) -> Opt
     vq.avail().idx().store(1);
     let mut q: Queue = vq.create_queue().ok()?;
     q.pop_descriptor_chain(mem)
+}
+
+/// The ring targets' common check: pops a chain from `input` into fresh guest memory, hands it
+/// to `process`, and asserts that the used length stays within the chain's writable bytes and
+/// that nothing outside its device-writable buffers changed. Nothing to do when the input
+/// makes no chain.
+pub fn process_checked<K>(
+    input: &mut Input<'_>,
+    process: impl for<'m> FnOnce(Chain<'m>) -> Outcome<K>,
+) {
+    let mem = guest_memory();
+    let Some(chain) = pop_chain(&mem, input) else {
+        return;
+    };
+    let writable_len = guest_bufs(&chain, &any_chain()).map_or(0, |b| b.writable_len());
+    let writable = writable_ranges(&chain);
+    let before = snapshot(&mem);
+    if let Outcome::Complete { used_len, .. } = process(chain) {
+        assert!(
+            used_len as usize <= writable_len,
+            "used {used_len} > {writable_len}"
+        );
+    }
+    assert_only_writable_changed(&before, &snapshot(&mem), &writable);
 }
