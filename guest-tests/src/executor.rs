@@ -212,6 +212,7 @@ mod tests {
             initramfs,
             initramfs_sha256: "11".into(),
             cmdline: String::new(),
+            boot_trace_events: true,
             inputs: Vec::new(),
         };
         let spec = RunSpec {

@@ -76,6 +76,7 @@ impl Manifest {
             patches: Vec::new(),
             modules: line.modules.clone(),
             cmdline: line.cmdline.clone(),
+            boot_trace_events: line.boot_trace_events,
         };
         let mut seen = BTreeSet::new();
         for c in comps {

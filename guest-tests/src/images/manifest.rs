@@ -122,6 +122,16 @@ pub struct Line {
     /// Extra kernel command-line words.
     #[serde(default)]
     pub cmdline: String,
+    /// Whether traced suites may enable their events from boot (`trace_event=` on the command
+    /// line; the default). False where that hangs the boot (7.3 under TCG,
+    /// docs/results/kernel-lines): the guest agent then enables them itself before the first
+    /// step, which patches the tracepoints into running kernel text.
+    #[serde(default = "yes")]
+    pub boot_trace_events: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A named piece a kernel name adds to its line: a config overlay, a patch set (file names in
@@ -173,6 +183,8 @@ pub struct Variant {
     pub modules: Vec<String>,
     /// Extra kernel command-line words.
     pub cmdline: String,
+    /// See [`Line::boot_trace_events`].
+    pub boot_trace_events: bool,
 }
 
 /// How the static fio is built.

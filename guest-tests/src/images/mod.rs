@@ -52,10 +52,18 @@ pub struct KernelImage {
     pub initramfs_sha256: String,
     /// Extra kernel command-line words this kernel needs (may be empty).
     pub cmdline: String,
+    /// Traced suites enable their events from boot (`trace_event=`); false on kernel lines
+    /// where that hangs the boot ([`manifest::Line::boot_trace_events`]).
+    #[serde(default = "boot_trace_default")]
+    pub boot_trace_events: bool,
     /// What it was built from: the `--kernels` element, then the cache key's input lines
     /// (source with a git tree's commit and dirty state, fragment, patches with sha256).
     #[serde(default)]
     pub inputs: Vec<String>,
+}
+
+fn boot_trace_default() -> bool {
+    true
 }
 
 /// Options for building or locating images.
@@ -207,6 +215,7 @@ pub fn ensure_with(
         initramfs,
         initramfs_sha256,
         cmdline: v.cmdline.clone(),
+        boot_trace_events: v.boot_trace_events,
         inputs: kernel.inputs,
     })
 }

@@ -355,7 +355,7 @@ fn run_with_socket(
         dir,
         spec.seed,
     )?;
-    let cmdline = qemu::kernel_cmdline(&spec.kernel.cmdline, suite);
+    let cmdline = qemu::kernel_cmdline(&spec.kernel.cmdline, spec.kernel.boot_trace_events, suite);
     let latency = variant
         .and_then(|v| v.builtin_latency_ns)
         .unwrap_or(suite.spec.builtin.latency_ns);

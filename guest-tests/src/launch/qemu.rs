@@ -79,8 +79,9 @@ pub fn blockdev(suite: &Suite, run_dir: &Path, i: u32, latency_ns: u64) -> Strin
     }
 }
 
-/// The kernel command line: fixed words, the kernel's own, then the suite's.
-pub fn kernel_cmdline(kernel_words: &str, suite: &Suite) -> String {
+/// The kernel command line: fixed words, the kernel's own, then the suite's. `boot_trace`:
+/// whether this kernel may enable the traced events from boot (false: the agent enables them).
+pub fn kernel_cmdline(kernel_words: &str, boot_trace: bool, suite: &Suite) -> String {
     let mut words = vec![
         "console=ttyS0".to_string(),
         "loglevel=4".into(),
@@ -91,11 +92,17 @@ pub fn kernel_cmdline(kernel_words: &str, suite: &Suite) -> String {
     // The traced events are enabled from boot, so attaching the agent's filters and triggers
     // later registers no new tracepoint probe, and the agent never disables them: no live code
     // patching of __schedule while eight TCG vCPUs run it (that crashed a guest with an int3
-    // Oops mid-run). One `trace_event=` word: the kernel keeps only the last.
-    if suite.spec.trace_locks {
-        words.push(format!("trace_event={LOCK_TRACE_EVENTS}"));
+    // Oops mid-run). One `trace_event=` word: the kernel keeps only the last. A kernel line
+    // whose boot hangs with it (7.3 under TCG) gets none, and the agent enables the events.
+    let events = if suite.spec.trace_locks {
+        Some(LOCK_TRACE_EVENTS)
     } else if suite.spec.trace_irq {
-        words.push(format!("trace_event={IRQ_TRACE_EVENTS}"));
+        Some(IRQ_TRACE_EVENTS)
+    } else {
+        None
+    };
+    if let (true, Some(e)) = (boot_trace, events) {
+        words.push(format!("trace_event={e}"));
     }
     words.extend(suite.spec.cmdline.iter().cloned());
     if let Some(k) = suite.spec.running_cpus {
@@ -247,7 +254,7 @@ mod tests {
             run_dir: Path::new("/r"),
             bzimage: Path::new("/k/bzImage"),
             initrd: Path::new("/r/initrd.cpio"),
-            cmdline: kernel_cmdline("foo=1", s),
+            cmdline: kernel_cmdline("foo=1", true, s),
         })
     }
 
@@ -359,17 +366,20 @@ mod tests {
                 "device = \"scsi\"\nbackend = \"vhost-blk\"\n{extra}"
             ))
         };
-        let irq = kernel_cmdline("", &traced("trace_irq = true"));
+        let irq = kernel_cmdline("", true, &traced("trace_irq = true"));
         assert!(
             irq.ends_with("trace_event=sched:sched_switch initcall_debug"),
             "{irq}"
         );
         // A suite with both gets the lock list, which has sched_switch too: the kernel keeps
         // only the last `trace_event=`, so a second word would drop the first's events.
-        let both = kernel_cmdline("", &traced("trace_irq = true\ntrace_locks = true"));
+        let both = kernel_cmdline("", true, &traced("trace_irq = true\ntrace_locks = true"));
         assert_eq!(count(&both), 1, "{both}");
         assert!(both.contains(&format!("trace_event={LOCK_TRACE_EVENTS}")));
         assert!(LOCK_TRACE_EVENTS.contains(IRQ_TRACE_EVENTS));
-        assert_eq!(count(&kernel_cmdline("", &traced(""))), 0);
+        assert_eq!(count(&kernel_cmdline("", true, &traced(""))), 0);
+        // A kernel line that hangs with boot-time events gets none: the agent enables them.
+        let late = kernel_cmdline("", false, &traced("trace_locks = true"));
+        assert_eq!(count(&late), 0, "{late}");
     }
 }
