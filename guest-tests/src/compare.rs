@@ -283,26 +283,7 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
             })
             .collect();
         for m in &metrics {
-            let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            let mut pairs: BTreeMap<String, BTreeMap<u32, f64>> = BTreeMap::new();
-            for k in &order {
-                let v: Vec<f64> = runs
-                    .iter()
-                    .filter(|r| &r.info.kernel == k)
-                    .filter_map(|r| r.metric(m))
-                    .collect();
-                if !v.is_empty() {
-                    values.insert(k.clone(), v);
-                }
-                let p: BTreeMap<u32, f64> = runs
-                    .iter()
-                    .filter(|r| &r.info.kernel == k)
-                    .filter_map(|r| Some((r.info.pair?, r.metric(m)?)))
-                    .collect();
-                if !p.is_empty() {
-                    pairs.insert(k.clone(), p);
-                }
-            }
+            let (values, pairs) = kernel_values(&runs, m, &order);
             if values.is_empty() {
                 continue;
             }
@@ -317,12 +298,45 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
     })
 }
 
+/// Per kernel, the values of paired runs by pair number.
+type Pairs = BTreeMap<String, BTreeMap<u32, f64>>;
+
+/// One cell's values of `metric` per kernel (kernels without any left out) and, for paired
+/// runs, per kernel the values by pair number.
+fn kernel_values(
+    runs: &[&&RunResult],
+    metric: &str,
+    order: &[String],
+) -> (BTreeMap<String, Vec<f64>>, Pairs) {
+    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut pairs: Pairs = BTreeMap::new();
+    for k in order {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| &r.info.kernel == k)
+            .filter_map(|r| r.metric(metric))
+            .collect();
+        if !v.is_empty() {
+            values.insert(k.clone(), v);
+        }
+        let p: BTreeMap<u32, f64> = runs
+            .iter()
+            .filter(|r| &r.info.kernel == k)
+            .filter_map(|r| Some((r.info.pair?, r.metric(metric)?)))
+            .collect();
+        if !p.is_empty() {
+            pairs.insert(k.clone(), p);
+        }
+    }
+    (values, pairs)
+}
+
 fn row(
     (suite, variant, sweep): &(String, Option<String>, Option<SweepPoint>),
     metric: &str,
     order: &[String],
     values: BTreeMap<String, Vec<f64>>,
-    pairs: &BTreeMap<String, BTreeMap<u32, f64>>,
+    pairs: &Pairs,
 ) -> MetricRow {
     let per_kernel: Vec<(String, Summary)> = order
         .iter()

@@ -18,6 +18,11 @@
 //!
 //! ARCHITECTURE.md lists every room and its order (`tests/architecture.rs` checks the list).
 
+// Functions a reader holds in one screen: clippy::too_many_lines (threshold in clippy.toml)
+// warns in the library's non-test code, which `cargo clippy` checks without cfg(test); a unit
+// test reads as one scenario and is exempt.
+#![cfg_attr(test, allow(clippy::too_many_lines))]
+
 pub mod agent;
 pub mod batch;
 pub mod bisect;

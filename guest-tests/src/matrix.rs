@@ -343,18 +343,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
     let mut index = new_index(cfg, prep.accel);
     index.write(&cfg.out)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let bar = if cfg.progress && tty {
-        indicatif::ProgressBar::new(planned.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} eta {eta} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
+    let bar = progress_bar(cfg.progress && tty, planned.len());
     let say = |line: String| {
         if tty {
             bar.println(line)
@@ -397,22 +386,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             .last()
             .is_some_and(|p| p.kernel == *cfg.kernels.last().unwrap_or(&p.kernel));
         if let (Some((sq, metric)), true) = (seq.as_mut(), round_done) {
-            let (p, n, test) = primary_p(cfg, metric);
-            let d = sq.look(n, p);
-            if let Some(l) = sq.looks.last().filter(|l| l.n == n) {
-                say(format!(
-                    "sequential look at n={n} per kernel: {test} p={} vs level {:.2e} -> {:?}",
-                    p.map_or("n/a".into(), |p| format!("{p:.2e}")),
-                    l.nominal_alpha,
-                    d
-                ));
-            }
-            index.sequential = Some(SequentialRecord {
-                metric: metric.clone(),
-                test,
-                plan: sq.clone(),
-                boots_per_kernel: n,
-            });
+            let (d, record) = sequential_look(cfg, sq, metric, &say);
+            index.sequential = Some(record);
             if d != Decision::Continue {
                 index.write(&cfg.out)?;
                 break;
@@ -422,6 +397,50 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
     }
     bar.finish_with_message(format!("done, {failed} failed"));
     Ok(index)
+}
+
+/// The matrix's progress bar over `len` runs (hidden unless `visible`).
+fn progress_bar(visible: bool, len: usize) -> indicatif::ProgressBar {
+    let bar = if visible {
+        indicatif::ProgressBar::new(len as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// `--until-decided`'s look after a complete round: the primary metric's p-value so far into
+/// the sequential test `sq`, the look's line to `say`; the decision and the index's record.
+fn sequential_look(
+    cfg: &MatrixConfig,
+    sq: &mut Sequential,
+    metric: &str,
+    say: &dyn Fn(String),
+) -> (Decision, SequentialRecord) {
+    let (p, n, test) = primary_p(cfg, metric);
+    let d = sq.look(n, p);
+    if let Some(l) = sq.looks.last().filter(|l| l.n == n) {
+        say(format!(
+            "sequential look at n={n} per kernel: {test} p={} vs level {:.2e} -> {:?}",
+            p.map_or("n/a".into(), |p| format!("{p:.2e}")),
+            l.nominal_alpha,
+            d
+        ));
+    }
+    let record = SequentialRecord {
+        metric: metric.to_string(),
+        test,
+        plan: sq.clone(),
+        boots_per_kernel: n,
+    };
+    (d, record)
 }
 
 /// The `rerun.json` of a planned run.

@@ -387,6 +387,20 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     {
         return Err("step 'verify' needs data kept: set [builtin] storage = \"file\"".into());
     }
+    validate_restarts(s)?;
+    if let Some(v) = &s.min_qemu {
+        let num = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+        if !v.split_once('.').is_some_and(|(a, b)| num(a) && num(b)) {
+            return Err(format!("min_qemu {v:?} is not MAJOR.MINOR (e.g. \"8.2\")"));
+        }
+    }
+    validate_commands(s)?;
+    validate_guest(s)?;
+    validate_variants(s)
+}
+
+/// `[restarts]`: an external backend, kills in 1..=100, times in seconds (every_s > 0).
+fn validate_restarts(s: &SuiteSpec) -> Result<(), String> {
     if let Some(r) = &s.restarts {
         if s.backend == BackendKind::QemuBuiltin {
             return Err("[restarts] needs an external backend".into());
@@ -403,12 +417,12 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
             );
         }
     }
-    if let Some(v) = &s.min_qemu {
-        let num = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
-        if !v.split_once('.').is_some_and(|(a, b)| num(a) && num(b)) {
-            return Err(format!("min_qemu {v:?} is not MAJOR.MINOR (e.g. \"8.2\")"));
-        }
-    }
+    Ok(())
+}
+
+/// The guest's work: at least one step, each valid; kernel command-line words; function names
+/// to count.
+fn validate_commands(s: &SuiteSpec) -> Result<(), String> {
     if s.steps.is_empty() {
         return Err("no steps".into());
     }
@@ -427,6 +441,11 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
             return Err(format!("func_count entry {f:?} is not a function name"));
         }
     }
+    Ok(())
+}
+
+/// `[guest]`: the disk, the scheduler, positive queue settings (queue_depth on SCSI only).
+fn validate_guest(s: &SuiteSpec) -> Result<(), String> {
     let g = &s.guest;
     if let Some(d) = &g.disk {
         if d != "auto" && !(d.starts_with("/dev/") && safe_word(&d[5..], "/-_")) {
@@ -444,6 +463,12 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     if g.queue_depth.is_some() && s.device != Device::Scsi {
         return Err("guest.queue_depth is a SCSI LUN setting: needs device = \"scsi\"".into());
     }
+    Ok(())
+}
+
+/// Variants: sweep values with sweep_param, unique safe names, backend settings the backend
+/// can take.
+fn validate_variants(s: &SuiteSpec) -> Result<(), String> {
     if s.sweep_param.is_some() != s.variants.iter().any(|v| v.value.is_some())
         || (s.sweep_param.is_some() && s.variants.iter().any(|v| v.value.is_none()))
     {

@@ -15,6 +15,9 @@
 //! (`guest-tests images build debian-rt`) and that tree; runs only with `VB_SLURM_TESTS=1`
 //! (ci/test.sh).
 
+// A test reads as one scenario: exempt from clippy::too_many_lines (non-test code is not).
+#![allow(clippy::too_many_lines)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

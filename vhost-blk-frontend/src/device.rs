@@ -148,6 +148,97 @@ fn inflight_area(
     Ok(file)
 }
 
+/// GET_FEATURES (EVENT_IDX and INDIRECT_DESC dropped unless asked for), the protocol features
+/// (MQ, CONFIG, REPLY_ACK, CONFIGURE_MEM_SLOTS, INFLIGHT_SHMFD if asked for; enough queues),
+/// SET_FEATURES. The features set and whether the backend speaks the protocol features.
+fn negotiate(frontend: &mut Frontend, opts: &ConnectOptions) -> Result<(u64, bool), FrontendError> {
+    let offered = frontend.get_features().map_err(vu("GET_FEATURES"))?;
+    let mut features = offered;
+    if !opts.event_idx {
+        features &= !(1 << VIRTIO_RING_F_EVENT_IDX);
+    }
+    if !opts.indirect {
+        features &= !(1 << VIRTIO_RING_F_INDIRECT_DESC);
+    }
+    let has_proto = offered & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0;
+    if has_proto {
+        let proto = frontend
+            .get_protocol_features()
+            .map_err(vu("GET_PROTOCOL_FEATURES"))?;
+        let mut want = VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+        if opts.inflight {
+            want |= VhostUserProtocolFeatures::INFLIGHT_SHMFD;
+        }
+        frontend
+            .set_protocol_features(proto & want)
+            .map_err(vu("SET_PROTOCOL_FEATURES"))?;
+        if proto.contains(VhostUserProtocolFeatures::MQ) {
+            let n = frontend.get_queue_num().map_err(vu("GET_QUEUE_NUM"))?;
+            if n < u64::from(opts.num_queues) {
+                return Err(FrontendError::VhostUser(format!(
+                    "backend has {n} queues, {} requested",
+                    opts.num_queues
+                )));
+            }
+        }
+    }
+    frontend
+        .set_features(features)
+        .map_err(vu("SET_FEATURES"))?;
+    Ok((features, has_proto))
+}
+
+/// Queue `q`'s vring on the backend: size, addresses of `ring`, base 0, call and kick eventfds,
+/// enabled (with the protocol features). The (call, kick) eventfds.
+fn start_vring(
+    frontend: &mut Frontend,
+    ram: &GuestRam,
+    ring: &SplitRing,
+    opts: &ConnectOptions,
+    q: u16,
+    has_proto: bool,
+) -> Result<(EventFd, EventFd), FrontendError> {
+    let (d, a, u) = ring.addresses();
+    let i = usize::from(q);
+    frontend
+        .set_vring_num(i, opts.queue_size)
+        .map_err(vu("SET_VRING_NUM"))?;
+    frontend
+        .set_vring_addr(
+            i,
+            &VringConfigData {
+                queue_max_size: opts.queue_size,
+                queue_size: opts.queue_size,
+                flags: 0,
+                desc_table_addr: ram.host_addr(d)?,
+                used_ring_addr: ram.host_addr(u)?,
+                avail_ring_addr: ram.host_addr(a)?,
+                log_addr: None,
+            },
+        )
+        .map_err(vu("SET_VRING_ADDR"))?;
+    frontend
+        .set_vring_base(i, 0)
+        .map_err(vu("SET_VRING_BASE"))?;
+    let call = EventFd::new(EFD_NONBLOCK)?;
+    let kick = EventFd::new(EFD_NONBLOCK)?;
+    frontend
+        .set_vring_call(i, &call)
+        .map_err(vu("SET_VRING_CALL"))?;
+    frontend
+        .set_vring_kick(i, &kick)
+        .map_err(vu("SET_VRING_KICK"))?;
+    if has_proto {
+        frontend
+            .set_vring_enable(i, true)
+            .map_err(vu("SET_VRING_ENABLE"))?;
+    }
+    Ok((call, kick))
+}
+
 /// A negotiated connection with all queues set up.
 pub struct Connection {
     frontend: Frontend,
@@ -172,42 +263,7 @@ impl Connection {
         let mut frontend =
             Frontend::connect(path, u64::from(opts.num_queues)).map_err(vu("connect"))?;
         frontend.set_owner().map_err(vu("SET_OWNER"))?;
-        let offered = frontend.get_features().map_err(vu("GET_FEATURES"))?;
-        let mut features = offered;
-        if !opts.event_idx {
-            features &= !(1 << VIRTIO_RING_F_EVENT_IDX);
-        }
-        if !opts.indirect {
-            features &= !(1 << VIRTIO_RING_F_INDIRECT_DESC);
-        }
-        let has_proto = offered & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0;
-        if has_proto {
-            let proto = frontend
-                .get_protocol_features()
-                .map_err(vu("GET_PROTOCOL_FEATURES"))?;
-            let mut want = VhostUserProtocolFeatures::MQ
-                | VhostUserProtocolFeatures::CONFIG
-                | VhostUserProtocolFeatures::REPLY_ACK
-                | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
-            if opts.inflight {
-                want |= VhostUserProtocolFeatures::INFLIGHT_SHMFD;
-            }
-            frontend
-                .set_protocol_features(proto & want)
-                .map_err(vu("SET_PROTOCOL_FEATURES"))?;
-            if proto.contains(VhostUserProtocolFeatures::MQ) {
-                let n = frontend.get_queue_num().map_err(vu("GET_QUEUE_NUM"))?;
-                if n < u64::from(opts.num_queues) {
-                    return Err(FrontendError::VhostUser(format!(
-                        "backend has {n} queues, {} requested",
-                        opts.num_queues
-                    )));
-                }
-            }
-        }
-        frontend
-            .set_features(features)
-            .map_err(vu("SET_FEATURES"))?;
+        let (features, has_proto) = negotiate(&mut frontend, opts)?;
         let inflight = if opts.inflight && has_proto {
             Some(inflight_area(&mut frontend, opts)?)
         } else {
@@ -222,41 +278,7 @@ impl Connection {
         let mut queues = Vec::new();
         for q in 0..opts.num_queues {
             let ring = SplitRing::new(&ram, opts.queue_size, event_idx, opts.reserved_descriptors)?;
-            let (d, a, u) = ring.addresses();
-            let i = usize::from(q);
-            frontend
-                .set_vring_num(i, opts.queue_size)
-                .map_err(vu("SET_VRING_NUM"))?;
-            frontend
-                .set_vring_addr(
-                    i,
-                    &VringConfigData {
-                        queue_max_size: opts.queue_size,
-                        queue_size: opts.queue_size,
-                        flags: 0,
-                        desc_table_addr: ram.host_addr(d)?,
-                        used_ring_addr: ram.host_addr(u)?,
-                        avail_ring_addr: ram.host_addr(a)?,
-                        log_addr: None,
-                    },
-                )
-                .map_err(vu("SET_VRING_ADDR"))?;
-            frontend
-                .set_vring_base(i, 0)
-                .map_err(vu("SET_VRING_BASE"))?;
-            let call = EventFd::new(EFD_NONBLOCK)?;
-            let kick = EventFd::new(EFD_NONBLOCK)?;
-            frontend
-                .set_vring_call(i, &call)
-                .map_err(vu("SET_VRING_CALL"))?;
-            frontend
-                .set_vring_kick(i, &kick)
-                .map_err(vu("SET_VRING_KICK"))?;
-            if has_proto {
-                frontend
-                    .set_vring_enable(i, true)
-                    .map_err(vu("SET_VRING_ENABLE"))?;
-            }
+            let (call, kick) = start_vring(&mut frontend, &ram, &ring, opts, q, has_proto)?;
             queues.push(Some(QueueHandle {
                 index: q,
                 ring,

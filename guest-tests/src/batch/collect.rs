@@ -125,6 +125,34 @@ pub fn collect(
 ) -> Result<Index, BatchError> {
     let tf = TaskFile::read(out)?;
     let job = Submitted::read(out)?;
+    let reported = wait_for_tasks(out, &tf, &job.job_id, poll, say)?;
+    let lost: Vec<usize> = (0..tf.tasks.len()).filter(|k| !reported[*k]).collect();
+    let finals = if lost.is_empty() {
+        BTreeMap::new()
+    } else {
+        final_rows(&job.job_id)
+    };
+    let mut index = tf.index.clone();
+    for (k, t) in tf.tasks.iter().enumerate() {
+        let recs = task_records(out, &tf, k, t, finals.get(&(k as u32)), say)?;
+        for (p, (r, a)) in t.planned.iter().zip(recs) {
+            index.runs.push(matrix::index_entry(p, &r, a));
+        }
+    }
+    index.write(out)?;
+    Ok(index)
+}
+
+/// Polls squeue and the tasks' done files until every task has reported or has been missing
+/// from squeue for [`GONE_POLLS`] polls; each finished run's line and each new squeue summary go
+/// to `say`. Which tasks reported.
+fn wait_for_tasks(
+    out: &Path,
+    tf: &TaskFile,
+    job_id: &str,
+    poll: Duration,
+    say: &mut dyn FnMut(String),
+) -> Result<Vec<bool>, BatchError> {
     let n = tf.tasks.len();
     let runs: usize = tf.tasks.iter().map(|t| t.planned.len()).sum();
     let mut reported = vec![false; n];
@@ -133,10 +161,10 @@ pub fn collect(
     let mut last = String::new();
     let mut shown = 0;
     loop {
-        let rows = match slurm::run("squeue", &slurm::squeue_args(&job.job_id)) {
+        let rows = match slurm::run("squeue", &slurm::squeue_args(job_id)) {
             Ok(t) => {
                 failures = 0;
-                Some(slurm::parse_squeue(&t, &job.job_id))
+                Some(slurm::parse_squeue(&t, job_id))
             }
             Err(e) => {
                 failures += 1;
@@ -170,8 +198,7 @@ pub fn collect(
         let finished = reported.iter().filter(|r| **r).count();
         if let Some(rows) = &rows {
             let line = format!(
-                "slurm job {}: {}, {finished}/{n} tasks done",
-                job.job_id,
+                "slurm job {job_id}: {}, {finished}/{n} tasks done",
                 counts(rows)
             );
             if line != last {
@@ -180,52 +207,44 @@ pub fn collect(
             }
         }
         if (0..n).all(|k| reported[k] || gone[k] >= GONE_POLLS) {
-            break;
+            return Ok(reported);
         }
         std::thread::sleep(poll);
     }
-    let lost: Vec<usize> = (0..n).filter(|k| !reported[*k]).collect();
-    let finals = if lost.is_empty() {
-        BTreeMap::new()
-    } else {
-        final_rows(&job.job_id)
-    };
-    let mut index = tf.index.clone();
-    for (k, t) in tf.tasks.iter().enumerate() {
-        let recs: Vec<(RunResult, u32)> = match TaskDone::read(out, k) {
-            Some(d) => t
-                .specs
-                .iter()
-                .zip(d.attempts.iter().copied().chain(std::iter::repeat(1)))
-                .map(|(s, a)| {
-                    let r = RunResult::read(&s.run_dir.join(RESULTS_FILE)).map_err(|e| {
-                        BatchError::Io {
-                            path: s.run_dir.clone(),
-                            msg: e.to_string(),
-                        }
-                    })?;
-                    Ok((r, a))
-                })
-                .collect::<Result<_, BatchError>>()?,
-            None => {
-                let row = finals.get(&(k as u32));
-                let recs = record_lost(&tf, k, t, row);
-                for r in &recs {
-                    say(format!(
-                        "run {} failed: {:?}",
-                        r.info.run_dir.display(),
-                        r.status
-                    ));
-                }
-                recs.into_iter().map(|r| (r, 1)).collect()
-            }
-        };
-        for (p, (r, a)) in t.planned.iter().zip(recs) {
-            index.runs.push(matrix::index_entry(p, &r, a));
+}
+
+/// Task `k`'s results with their attempt counts: those it wrote when it reported done, else
+/// a failed result per run saying why (`row`: Slurm's last word on it), each announced to `say`.
+fn task_records(
+    out: &Path,
+    tf: &TaskFile,
+    k: usize,
+    t: &Task,
+    row: Option<&TaskRow>,
+    say: &mut dyn FnMut(String),
+) -> Result<Vec<(RunResult, u32)>, BatchError> {
+    let Some(d) = TaskDone::read(out, k) else {
+        let recs = record_lost(tf, k, t, row);
+        for r in &recs {
+            say(format!(
+                "run {} failed: {:?}",
+                r.info.run_dir.display(),
+                r.status
+            ));
         }
-    }
-    index.write(out)?;
-    Ok(index)
+        return Ok(recs.into_iter().map(|r| (r, 1)).collect());
+    };
+    t.specs
+        .iter()
+        .zip(d.attempts.iter().copied().chain(std::iter::repeat(1)))
+        .map(|(s, a)| {
+            let r = RunResult::read(&s.run_dir.join(RESULTS_FILE)).map_err(|e| BatchError::Io {
+                path: s.run_dir.clone(),
+                msg: e.to_string(),
+            })?;
+            Ok((r, a))
+        })
+        .collect()
 }
 
 #[cfg(test)]

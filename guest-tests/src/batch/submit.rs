@@ -226,21 +226,7 @@ pub fn submit(
         tasks,
     };
     write_json(&TaskFile::path(&cfg.out), &tf)?;
-    let exe = std::env::current_exe().map_err(io_err(Path::new("/proc/self/exe")))?;
-    let script = dir.join("array.sh");
-    let text = format!(
-        "#!/bin/sh\n\
-         # Written by `guest-tests run --executor slurm`: array task K runs the planned runs of\n\
-         # task K in tasks.json on the node Slurm gives it.\n\
-         export VB_CACHE={}\n\
-         exec {} run-one {} \"$SLURM_ARRAY_TASK_ID\"\n",
-        sh_quote(&absolute(&crate::paths::cache_dir()).display().to_string()),
-        sh_quote(&exe.display().to_string()),
-        sh_quote(&cfg.out.display().to_string()),
-    );
-    std::fs::write(&script, text).map_err(io_err(&script))?;
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(io_err(&script))?;
+    write_array_script(&cfg.out, &dir)?;
     let argv = sbatch_argv(
         opts,
         &partition,
@@ -280,6 +266,27 @@ pub fn submit(
         return Ok(Outcome::Detached(sub));
     }
     super::collect(&cfg.out, opts.poll, say).map(Outcome::Finished)
+}
+
+/// `<dir>/array.sh`, the array job's script: task K runs `guest-tests run-one OUT K` with this
+/// cache.
+fn write_array_script(out: &Path, dir: &Path) -> Result<(), BatchError> {
+    let exe = std::env::current_exe().map_err(io_err(Path::new("/proc/self/exe")))?;
+    let script = dir.join("array.sh");
+    let text = format!(
+        "#!/bin/sh\n\
+         # Written by `guest-tests run --executor slurm`: array task K runs the planned runs of\n\
+         # task K in tasks.json on the node Slurm gives it.\n\
+         export VB_CACHE={}\n\
+         exec {} run-one {} \"$SLURM_ARRAY_TASK_ID\"\n",
+        sh_quote(&absolute(&crate::paths::cache_dir()).display().to_string()),
+        sh_quote(&exe.display().to_string()),
+        sh_quote(&out.display().to_string()),
+    );
+    std::fs::write(&script, text).map_err(io_err(&script))?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(io_err(&script))?;
+    Ok(())
 }
 
 /// Other jobs Slurm runs on `node` now (`id user name`), this task's own excluded.

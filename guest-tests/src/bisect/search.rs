@@ -329,6 +329,53 @@ pub fn bisect<L: Lab>(
             return stop(out, log, format!("the {word} end does not build: {why}"));
         }
     }
+    let verdict = match boot_references(&mut rec, &mut out, plan, g, b)? {
+        Ok(verdict) => verdict,
+        Err(why) => return stop(out, log, why),
+    };
+    log_line(&mut log, "bad", &cands[b]);
+    log_line(&mut log, "good", &cands[g]);
+    if let Some(why) = verdict {
+        return stop(out, log, why);
+    }
+    let cl = Classifier::new(&out.good_refs, &out.bad_refs, plan.classifier);
+    out.classifier = Some(cl);
+    rec.lab.say(&format!(
+        "references: good {:.4} (n={}, sigma {:.4}), bad {:.4} (n={}, sigma {:.4})",
+        cl.good.mean, cl.good.n, cl.sigma_good, cl.bad.mean, cl.bad.n, cl.sigma_bad
+    ));
+    let (mut lo, mut hi) = (g, b);
+    let mut skipped: Vec<usize> = Vec::new();
+    while let Some(c) = next_candidate(lo, hi, &skipped) {
+        let step = run_step(&mut rec, &cl, plan, &cands[c], c, out.steps.len() + 1)?;
+        match step.verdict {
+            Verdict::Good => lo = c,
+            Verdict::Bad => hi = c,
+            Verdict::Skip => skipped.push(c),
+        }
+        log_line(&mut log, step.verdict.word(), &cands[c]);
+        out.steps.push(step);
+    }
+    if plan.drift_boots > 0 {
+        out.drift = Some(remeasure_ends(&mut rec, &cl, plan, g, b)?);
+    }
+    out.answer = answer(cands, lo, hi, &skipped, &mut log);
+    if out.drift.as_ref().is_some_and(|d| d.drifted) {
+        log.push("# WARNING: the good/bad re-measure at the end disagrees with the references (host drift); the answer is not trusted".into());
+    }
+    out.log = log;
+    Ok(out)
+}
+
+/// Rule 1: boots both ends, interleaved, into `out.good_refs` / `out.bad_refs`, one or two looks.
+/// `Ok(Err(why))`: a reference boot failed; `Ok(Ok(Some(why)))`: the ends do not separate.
+fn boot_references<L: Lab>(
+    rec: &mut Recorder<'_, L>,
+    out: &mut Outcome,
+    plan: BisectPlan,
+    g: usize,
+    b: usize,
+) -> Result<Result<Option<String>, String>, SearchError> {
     let looks = if plan.max_ref_boots > plan.ref_boots {
         2
     } else {
@@ -347,7 +394,7 @@ pub fn bisect<L: Lab>(
                     Ok(v) => out.bad_refs.push(v),
                     Err(why) => {
                         let word = if end == g { "good" } else { "bad" };
-                        return stop(out, log, format!("a boot of the {word} end failed: {why}"));
+                        return Ok(Err(format!("a boot of the {word} end failed: {why}")));
                     }
                 }
             }
@@ -363,146 +410,149 @@ pub fn bisect<L: Lab>(
             Some(_) => {}
         }
     }
-    log_line(&mut log, "bad", &cands[b]);
-    log_line(&mut log, "good", &cands[g]);
-    if let Some(why) = verdict {
-        return stop(out, log, why);
-    }
-    let cl = Classifier::new(&out.good_refs, &out.bad_refs, plan.classifier);
-    out.classifier = Some(cl);
+    Ok(Ok(verdict))
+}
+
+/// Rules 2 and 3: builds candidate `c` and boots it until the classifier decides or the step
+/// budget is spent; `number` is the step's place in the progress line.
+fn run_step<L: Lab>(
+    rec: &mut Recorder<'_, L>,
+    cl: &Classifier,
+    plan: BisectPlan,
+    cand: &Candidate,
+    c: usize,
+    number: usize,
+) -> Result<Step, SearchError> {
+    let t0 = rec.lab.now();
+    let mut values = Vec::new();
+    let (verdict, reason) = match rec.build(c)? {
+        Err(why) => (Verdict::Skip, format!("build failed: {why}")),
+        Ok(()) => loop {
+            match rec.boot(c)? {
+                Err(why) => break (Verdict::Skip, format!("boot failed: {why}")),
+                Ok(v) => values.push(v),
+            }
+            match cl.look(&values) {
+                Class::Good => break (Verdict::Good, String::new()),
+                Class::Bad => break (Verdict::Bad, String::new()),
+                Class::Undecided => {
+                    break (
+                        Verdict::Skip,
+                        format!("undecided after {} boots", values.len()),
+                    )
+                }
+                Class::Continue if rec.lab.now() - t0 >= plan.step_budget_s => {
+                    break (
+                        Verdict::Skip,
+                        format!(
+                            "undecided when the step budget of {} s was spent",
+                            plan.step_budget_s
+                        ),
+                    )
+                }
+                Class::Continue => {}
+            }
+        },
+    };
+    let sample = Sample::of(&values);
+    let step = Step {
+        cand: c,
+        id: cand.id.clone(),
+        subject: cand.subject.clone(),
+        ci95: sample.ci95(),
+        sample,
+        llr: cl.llr(&values),
+        values,
+        verdict,
+        reason,
+        wall_s: rec.lab.now() - t0,
+    };
     rec.lab.say(&format!(
-        "references: good {:.4} (n={}, sigma {:.4}), bad {:.4} (n={}, sigma {:.4})",
-        cl.good.mean, cl.good.n, cl.sigma_good, cl.bad.mean, cl.bad.n, cl.sigma_bad
+        "step {number}: {} {} -> {} ({} boots, llr {:.2}{}{})",
+        &step.id,
+        step.subject,
+        verdict.word(),
+        step.values.len(),
+        step.llr,
+        if step.reason.is_empty() { "" } else { "; " },
+        step.reason
     ));
-    let (mut lo, mut hi) = (g, b);
-    let mut skipped: Vec<usize> = Vec::new();
-    while let Some(c) = next_candidate(lo, hi, &skipped) {
-        let t0 = rec.lab.now();
-        let mut values = Vec::new();
-        let (verdict, reason) = match rec.build(c)? {
-            Err(why) => (Verdict::Skip, format!("build failed: {why}")),
-            Ok(()) => loop {
-                match rec.boot(c)? {
-                    Err(why) => break (Verdict::Skip, format!("boot failed: {why}")),
-                    Ok(v) => values.push(v),
-                }
-                match cl.look(&values) {
-                    Class::Good => break (Verdict::Good, String::new()),
-                    Class::Bad => break (Verdict::Bad, String::new()),
-                    Class::Undecided => {
-                        break (
-                            Verdict::Skip,
-                            format!("undecided after {} boots", values.len()),
-                        )
-                    }
-                    Class::Continue if rec.lab.now() - t0 >= plan.step_budget_s => {
-                        break (
-                            Verdict::Skip,
-                            format!(
-                                "undecided when the step budget of {} s was spent",
-                                plan.step_budget_s
-                            ),
-                        )
-                    }
-                    Class::Continue => {}
-                }
-            },
-        };
-        match verdict {
-            Verdict::Good => lo = c,
-            Verdict::Bad => hi = c,
-            Verdict::Skip => skipped.push(c),
-        }
-        let sample = Sample::of(&values);
-        let step = Step {
-            cand: c,
-            id: cands[c].id.clone(),
-            subject: cands[c].subject.clone(),
-            ci95: sample.ci95(),
-            sample,
-            llr: cl.llr(&values),
-            values,
-            verdict,
-            reason,
-            wall_s: rec.lab.now() - t0,
-        };
-        rec.lab.say(&format!(
-            "step {}: {} {} -> {} ({} boots, llr {:.2}{}{})",
-            out.steps.len() + 1,
-            &step.id,
-            step.subject,
-            verdict.word(),
-            step.values.len(),
-            step.llr,
-            if step.reason.is_empty() { "" } else { "; " },
-            step.reason
-        ));
-        log_line(&mut log, verdict.word(), &cands[c]);
-        out.steps.push(step);
-    }
-    // Rule 4: the ends again, interleaved; an end not yet decided is booted on, up to the
-    // step's boot budget (undecided after 2 boots is no evidence of drift).
-    if plan.drift_boots > 0 {
-        let (mut ga, mut ba) = (Vec::new(), Vec::new());
-        for _ in 0..plan.drift_boots {
-            for end in [g, b] {
-                if let Ok(v) = rec.boot(end)? {
-                    if end == g {
-                        ga.push(v)
-                    } else {
-                        ba.push(v)
-                    }
+    Ok(step)
+}
+
+/// Rule 4: the ends again, interleaved; an end not yet decided is booted on, up to the step's
+/// boot budget (undecided after 2 boots is no evidence of drift).
+fn remeasure_ends<L: Lab>(
+    rec: &mut Recorder<'_, L>,
+    cl: &Classifier,
+    plan: BisectPlan,
+    g: usize,
+    b: usize,
+) -> Result<Drift, SearchError> {
+    let (mut ga, mut ba) = (Vec::new(), Vec::new());
+    for _ in 0..plan.drift_boots {
+        for end in [g, b] {
+            if let Ok(v) = rec.boot(end)? {
+                if end == g {
+                    ga.push(v)
+                } else {
+                    ba.push(v)
                 }
             }
         }
-        for (end, vals) in [(g, &mut ga), (b, &mut ba)] {
-            while cl.look(vals) == Class::Continue {
-                match rec.boot(end)? {
-                    Ok(v) => vals.push(v),
-                    Err(_) => break,
-                }
+    }
+    for (end, vals) in [(g, &mut ga), (b, &mut ba)] {
+        while cl.look(vals) == Class::Continue {
+            match rec.boot(end)? {
+                Ok(v) => vals.push(v),
+                Err(_) => break,
             }
         }
-        let (gc, bc) = (cl.look(&ga), cl.look(&ba));
-        out.drift = Some(Drift {
-            good_again: ga,
-            bad_again: ba,
-            good_class: gc,
-            bad_class: bc,
-            drifted: gc != Class::Good || bc != Class::Bad,
-        });
     }
+    let (gc, bc) = (cl.look(&ga), cl.look(&ba));
+    Ok(Drift {
+        good_again: ga,
+        bad_again: ba,
+        good_class: gc,
+        bad_class: bc,
+        drifted: gc != Class::Good || bc != Class::Bad,
+    })
+}
+
+/// Rule 3's end: the first bad `hi`, or the skipped candidates in (lo, hi) plus `hi`; the
+/// `git bisect` comment lines go to `log`.
+fn answer(
+    cands: &[Candidate],
+    lo: usize,
+    hi: usize,
+    skipped: &[usize],
+    log: &mut Vec<String>,
+) -> Answer {
     let between: Vec<usize> = skipped
         .iter()
         .copied()
         .filter(|s| *s > lo && *s < hi)
         .collect();
-    out.answer = if between.is_empty() {
+    if between.is_empty() {
         log.push(format!(
             "# first bad commit: [{}] {}",
             cands[hi].id, cands[hi].subject
         ));
-        Answer::Found {
+        return Answer::Found {
             cand: hi,
             id: cands[hi].id.clone(),
             subject: cands[hi].subject.clone(),
-        }
-    } else {
-        let mut all = between;
-        all.sort_unstable();
-        all.push(hi);
-        log.push("# only skipped commits left to test".into());
-        for c in &all {
-            log.push(format!(
-                "# possible first bad commit: [{}] {}",
-                cands[*c].id, cands[*c].subject
-            ));
-        }
-        Answer::Ambiguous { cands: all }
-    };
-    if out.drift.as_ref().is_some_and(|d| d.drifted) {
-        log.push("# WARNING: the good/bad re-measure at the end disagrees with the references (host drift); the answer is not trusted".into());
+        };
     }
-    out.log = log;
-    Ok(out)
+    let mut all = between;
+    all.sort_unstable();
+    all.push(hi);
+    log.push("# only skipped commits left to test".into());
+    for c in &all {
+        log.push(format!(
+            "# possible first bad commit: [{}] {}",
+            cands[*c].id, cands[*c].subject
+        ));
+    }
+    Answer::Ambiguous { cands: all }
 }

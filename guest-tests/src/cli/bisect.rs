@@ -188,7 +188,8 @@ impl TryFrom<BisectArgs> for BisectConfig {
     type Error = String;
 
     fn try_from(a: BisectArgs) -> Result<Self, String> {
-        let (boot, classifier) = a.step.check()?;
+        // A copy of the step's arguments: `candidates` below reads the rest of `a`.
+        let (boot, classifier) = a.step.clone().check()?;
         if !(2..=50).contains(&a.ref_boots) || a.drift_boots > 50 {
             return Err(format!(
                 "--ref-boots {} not in 2..=50 or --drift-boots {} over 50",
@@ -204,50 +205,7 @@ impl TryFrom<BisectArgs> for BisectConfig {
         if a.step_budget.is_nan() || a.step_budget <= 0.0 {
             return Err(format!("--step-budget {} must be positive", a.step_budget));
         }
-        let manifest = images::manifest::Manifest::load(&images::manifest_path())
-            .map_err(|e| e.to_string())?;
-        let tree = match &a.tree {
-            Some(t) => {
-                images::spec::check_tree(t, None).map_err(|e| format!("--tree: {e}"))?;
-                Some(
-                    t.canonicalize()
-                        .map_err(|e| format!("--tree {}: {e}", t.display()))?,
-                )
-            }
-            None => None,
-        };
-        let cands = match (&a.patches, &tree) {
-            (Some(dir), _) => {
-                let files = lab::series(dir)?
-                    .into_iter()
-                    .map(|p| p.canonicalize().unwrap_or(p))
-                    .collect::<Vec<_>>();
-                let text = match (&tree, &a.good) {
-                    (Some(t), Some(g)) => format!("base=tree:{}@{g}", t.display()),
-                    (Some(_), None) => {
-                        return Err("--patches with --tree needs --good (the base revision)".into())
-                    }
-                    (None, Some(_)) => return Err("--good without --tree: give --tree".into()),
-                    (None, None) => format!("base={}", a.base_variant),
-                };
-                let base = KernelSpec::parse(&text)?;
-                base.check(&manifest)?;
-                lab::patch_candidates(&base, &files)
-            }
-            (None, Some(t)) => {
-                let (Some(g), Some(b)) = (&a.good, &a.bad) else {
-                    return Err("bisect needs --good REV and --bad REV (or --patches DIR)".into());
-                };
-                let list = lab::commit_candidates(t, g, b)?;
-                list.into_iter()
-                    .map(|c| {
-                        let s = lab::commit_spec(t, &c);
-                        (c, s)
-                    })
-                    .collect()
-            }
-            (None, None) => return Err("bisect needs --tree PATH (or --patches DIR)".into()),
-        };
+        let cands = candidates(&a)?;
         if cands.len() < 2 {
             return Err("nothing to bisect: the good and bad ends are the same".into());
         }
@@ -271,6 +229,56 @@ impl TryFrom<BisectArgs> for BisectConfig {
         bisect::saved_events(&cfg.out, &cfg).map_err(|e| e.to_string())?;
         Ok(cfg)
     }
+}
+
+/// The candidates to bisect with their kernels: a patch series on its base (`--tree` at
+/// `--good`, or `--base-variant`), or the commits between `--good` and `--bad` of `--tree`;
+/// every tree, revision, patch and name checked.
+fn candidates(a: &BisectArgs) -> Result<Vec<(bisect::Candidate, KernelSpec)>, String> {
+    let manifest =
+        images::manifest::Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+    let tree = match &a.tree {
+        Some(t) => {
+            images::spec::check_tree(t, None).map_err(|e| format!("--tree: {e}"))?;
+            Some(
+                t.canonicalize()
+                    .map_err(|e| format!("--tree {}: {e}", t.display()))?,
+            )
+        }
+        None => None,
+    };
+    Ok(match (&a.patches, &tree) {
+        (Some(dir), _) => {
+            let files = lab::series(dir)?
+                .into_iter()
+                .map(|p| p.canonicalize().unwrap_or(p))
+                .collect::<Vec<_>>();
+            let text = match (&tree, &a.good) {
+                (Some(t), Some(g)) => format!("base=tree:{}@{g}", t.display()),
+                (Some(_), None) => {
+                    return Err("--patches with --tree needs --good (the base revision)".into())
+                }
+                (None, Some(_)) => return Err("--good without --tree: give --tree".into()),
+                (None, None) => format!("base={}", a.base_variant),
+            };
+            let base = KernelSpec::parse(&text)?;
+            base.check(&manifest)?;
+            lab::patch_candidates(&base, &files)
+        }
+        (None, Some(t)) => {
+            let (Some(g), Some(b)) = (&a.good, &a.bad) else {
+                return Err("bisect needs --good REV and --bad REV (or --patches DIR)".into());
+            };
+            let list = lab::commit_candidates(t, g, b)?;
+            list.into_iter()
+                .map(|c| {
+                    let s = lab::commit_spec(t, &c);
+                    (c, s)
+                })
+                .collect()
+        }
+        (None, None) => return Err("bisect needs --tree PATH (or --patches DIR)".into()),
+    })
 }
 
 /// `guest-tests bisect`.

@@ -246,87 +246,13 @@ fn matrix_err(e: MatrixError) -> ExitCode {
 /// Runs one parsed command.
 pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.cmd {
-        Cmd::Run(a) => {
-            let dry_run = a.dry_run;
-            let slurm = match run::slurm_options(&a) {
-                Ok(s) => s,
-                Err(e) => return fail(e, 2),
-            };
-            let cfg = match MatrixConfig::try_from(*a) {
-                Ok(c) => c,
-                Err(e) => return fail(e, 2),
-            };
-            if dry_run {
-                for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed) {
-                    println!(
-                        "{}  kernel={} variant={} seed={}",
-                        cfg.out.join(&p.dir).display(),
-                        p.kernel,
-                        p.variant.as_deref().unwrap_or("-"),
-                        p.seed
-                    );
-                }
-                if let Some(o) = &slurm {
-                    println!("{}", batch::dry_run_argv(&cfg, o).join(" "));
-                }
-                return ExitCode::SUCCESS;
-            }
-            match &slurm {
-                Some(o) => slurm_run(&cfg, o),
-                None => match matrix::run(&cfg) {
-                    Ok(idx) => after_run(&cfg.out, &idx),
-                    Err(e) => matrix_err(e),
-                },
-            }
-        }
-        Cmd::Collect { dir } => {
-            if !batch::TaskFile::path(&dir).is_file() {
-                return fail(
-                    format!(
-                        "{}: no {} (not a matrix submitted with --executor slurm)",
-                        dir.display(),
-                        batch::TaskFile::path(Path::new("")).display()
-                    ),
-                    2,
-                );
-            }
-            match batch::collect(&dir, std::time::Duration::from_secs(3), &mut |l| {
-                println!("{l}")
-            }) {
-                Ok(idx) => after_run(&dir, &idx),
-                Err(e) => fail(&e, e.exit_code()),
-            }
-        }
+        Cmd::Run(a) => run_cmd(*a),
+        Cmd::Collect { dir } => collect_cmd(&dir),
         Cmd::RunOne { dir, task } => match batch::run_one(&dir, task) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code()),
         },
-        Cmd::Rerun { results, out } => {
-            let base = results
-                .parent()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| ".".into());
-            let out = out.unwrap_or_else(|| {
-                (1..)
-                    .map(|n| PathBuf::from(format!("{base}-rerun-{n}")))
-                    .find(|p| !p.exists())
-                    .unwrap_or_else(|| PathBuf::from(format!("{base}-rerun")))
-            });
-            if out.exists() {
-                return fail(format!("--out {} already exists", out.display()), 2);
-            }
-            match matrix::rerun(&results, &out, &ImageOptions::default()) {
-                Ok(rec) => {
-                    println!("{}: {:?}", out.display(), rec.status);
-                    if rec.status.is_ok() {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::from(1)
-                    }
-                }
-                Err(e) => matrix_err(e),
-            }
-        }
+        Cmd::Rerun { results, out } => rerun_cmd(&results, out),
         Cmd::Compare {
             dirs,
             kernels,
@@ -352,24 +278,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             dir,
             kernels,
             title,
-        } => {
-            if !dir.is_dir() {
-                return fail(format!("{}: not a directory", dir.display()), 2);
-            }
-            let opts = report::ReportOptions {
-                kernels: split_kernels(kernels.as_deref()),
-                title,
-                ..Default::default()
-            };
-            match report::build_with(&dir, &opts) {
-                Ok(f) => {
-                    println!("{}\n{}", f.markdown.display(), f.html.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e @ report::ReportError::NoResults(_)) => fail(e, 2),
-                Err(e) => fail(e, 1),
-            }
-        }
+        } => report_cmd(&dir, kernels.as_deref(), title),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),
         Cmd::Images(args) => match images::cli::run(&args) {
@@ -387,28 +296,135 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             }
             Err(e) => fail(e, 2),
         },
-        Cmd::Suites { variants: None } => {
-            let dir = suite::default_dir();
-            let names = match suite::list(&dir) {
-                Ok(n) => n,
-                Err(e) => return fail(e, 1),
-            };
-            for n in names {
-                match Suite::load(&dir, &n) {
-                    Ok(s) => {
-                        println!("{n:24} {}", s.spec.description);
-                        let v: Vec<&str> =
-                            s.spec.variants.iter().map(|v| v.name.as_str()).collect();
-                        if !v.is_empty() {
-                            println!("{:24} variants: {}", "", v.join(", "));
-                        }
-                    }
-                    Err(e) => println!("{n:24} INVALID: {e}"),
-                }
+        Cmd::Suites { variants: None } => suites_cmd(),
+    }
+}
+
+/// `guest-tests run`: the matrix here, on Slurm (`--executor slurm`), or its plan
+/// (`--dry-run`).
+fn run_cmd(a: RunArgs) -> ExitCode {
+    let dry_run = a.dry_run;
+    let slurm = match run::slurm_options(&a) {
+        Ok(s) => s,
+        Err(e) => return fail(e, 2),
+    };
+    let cfg = match MatrixConfig::try_from(a) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 2),
+    };
+    if dry_run {
+        for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed) {
+            println!(
+                "{}  kernel={} variant={} seed={}",
+                cfg.out.join(&p.dir).display(),
+                p.kernel,
+                p.variant.as_deref().unwrap_or("-"),
+                p.seed
+            );
+        }
+        if let Some(o) = &slurm {
+            println!("{}", batch::dry_run_argv(&cfg, o).join(" "));
+        }
+        return ExitCode::SUCCESS;
+    }
+    match &slurm {
+        Some(o) => slurm_run(&cfg, o),
+        None => match matrix::run(&cfg) {
+            Ok(idx) => after_run(&cfg.out, &idx),
+            Err(e) => matrix_err(e),
+        },
+    }
+}
+
+/// `guest-tests collect DIR`: waits for a Slurm matrix and writes its index.
+fn collect_cmd(dir: &Path) -> ExitCode {
+    if !batch::TaskFile::path(dir).is_file() {
+        return fail(
+            format!(
+                "{}: no {} (not a matrix submitted with --executor slurm)",
+                dir.display(),
+                batch::TaskFile::path(Path::new("")).display()
+            ),
+            2,
+        );
+    }
+    match batch::collect(dir, std::time::Duration::from_secs(3), &mut |l| {
+        println!("{l}")
+    }) {
+        Ok(idx) => after_run(dir, &idx),
+        Err(e) => fail(&e, e.exit_code()),
+    }
+}
+
+/// `guest-tests rerun RESULTS [--out DIR]`: the run again, into the first free
+/// `<dir>-rerun-N` by default.
+fn rerun_cmd(results: &Path, out: Option<PathBuf>) -> ExitCode {
+    let base = results
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| ".".into());
+    let out = out.unwrap_or_else(|| {
+        (1..)
+            .map(|n| PathBuf::from(format!("{base}-rerun-{n}")))
+            .find(|p| !p.exists())
+            .unwrap_or_else(|| PathBuf::from(format!("{base}-rerun")))
+    });
+    if out.exists() {
+        return fail(format!("--out {} already exists", out.display()), 2);
+    }
+    match matrix::rerun(results, &out, &ImageOptions::default()) {
+        Ok(rec) => {
+            println!("{}: {:?}", out.display(), rec.status);
+            if rec.status.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
             }
+        }
+        Err(e) => matrix_err(e),
+    }
+}
+
+/// `guest-tests report DIR`: report.md and report.html from the results under DIR.
+fn report_cmd(dir: &Path, kernels: Option<&str>, title: Option<String>) -> ExitCode {
+    if !dir.is_dir() {
+        return fail(format!("{}: not a directory", dir.display()), 2);
+    }
+    let opts = report::ReportOptions {
+        kernels: split_kernels(kernels),
+        title,
+        ..Default::default()
+    };
+    match report::build_with(dir, &opts) {
+        Ok(f) => {
+            println!("{}\n{}", f.markdown.display(), f.html.display());
             ExitCode::SUCCESS
         }
+        Err(e @ report::ReportError::NoResults(_)) => fail(e, 2),
+        Err(e) => fail(e, 1),
     }
+}
+
+/// `guest-tests suites`: each suite with its description and variants.
+fn suites_cmd() -> ExitCode {
+    let dir = suite::default_dir();
+    let names = match suite::list(&dir) {
+        Ok(n) => n,
+        Err(e) => return fail(e, 1),
+    };
+    for n in names {
+        match Suite::load(&dir, &n) {
+            Ok(s) => {
+                println!("{n:24} {}", s.spec.description);
+                let v: Vec<&str> = s.spec.variants.iter().map(|v| v.name.as_str()).collect();
+                if !v.is_empty() {
+                    println!("{:24} variants: {}", "", v.join(", "));
+                }
+            }
+            Err(e) => println!("{n:24} INVALID: {e}"),
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

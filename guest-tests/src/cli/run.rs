@@ -8,7 +8,7 @@ use clap::Args;
 use crate::batch::SlurmOptions;
 use crate::images::{self, ImageOptions};
 use crate::matrix::{self, MatrixConfig};
-use crate::suite::{self, Bios};
+use crate::suite::{self, Bios, Suite};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -124,24 +124,7 @@ impl TryFrom<RunArgs> for MatrixConfig {
     fn try_from(a: RunArgs) -> Result<Self, String> {
         let boot = a.boot.check(&a.suite)?;
         let suite = boot.suite;
-        let kernel_specs: Vec<String> =
-            a.kernels.split(',').map(|k| k.trim().to_string()).collect();
-        if kernel_specs.iter().any(|k| k.is_empty()) {
-            return Err(format!("--kernels '{}': empty kernel name", a.kernels));
-        }
-        // Every name, tree and patch is checked before any kernel is built or anything is created.
-        let manifest = images::manifest::Manifest::load(&images::manifest_path())
-            .map_err(|e| e.to_string())?;
-        let mut kernels = Vec::new();
-        for k in &kernel_specs {
-            let spec = images::spec::KernelSpec::parse(k)?;
-            spec.check(&manifest)?;
-            kernels.push(spec.label);
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
-            return Err(format!("--kernels: '{d}' appears twice"));
-        }
+        let (kernel_specs, kernels) = check_kernels(&a.kernels)?;
         if a.retries > 5 {
             return Err(format!("--retries {} is more than 5", a.retries));
         }
@@ -158,96 +141,27 @@ impl TryFrom<RunArgs> for MatrixConfig {
         if !(1..=1000).contains(&repeat) {
             return Err(format!("--repeat {repeat} not in 1..=1000"));
         }
-        for (what, m) in [
-            ("primary_metric", &suite.spec.primary_metric),
-            ("secondary_metric", &suite.spec.secondary_metric),
-        ] {
-            if let Some(m) = m {
-                if crate::metrics::registry::find(m).is_none() {
-                    return Err(format!(
-                        "suite '{}': {what} '{m}' is not a metric the registry knows",
-                        suite.name
-                    ));
-                }
-            }
-        }
+        check_suite_metrics(&suite)?;
         let until_decided = if a.until_decided {
-            if suite.spec.primary_metric.is_none() {
-                return Err(format!(
-                    "--until-decided: suite '{}' names no primary_metric",
-                    suite.name
-                ));
-            }
-            if !(a.alpha > 0.0 && a.alpha < 0.5) {
-                return Err(format!("--alpha {} not in (0, 0.5)", a.alpha));
-            }
-            if a.min_repeat < 2 || a.min_repeat > repeat {
-                return Err(format!(
-                    "--min-repeat {} not in 2..={repeat} (--max-repeat)",
-                    a.min_repeat
-                ));
-            }
-            if kernels.len() < 2 {
-                return Err("--until-decided compares two kernels: give --kernels A,B".into());
-            }
-            Some(matrix::SeqPlan {
-                alpha: a.alpha,
-                min_n: a.min_repeat as usize,
-            })
+            Some(sequential_plan(
+                a.alpha,
+                a.min_repeat,
+                &suite,
+                repeat,
+                kernels.len(),
+            )?)
         } else {
             None
         };
-        let extra_backend_args = match a.backend_threads {
-            Some(0) => return Err("--backend-threads must be at least 1".into()),
-            Some(_) if suite.spec.backend != suite::BackendKind::VhostBlk => {
-                return Err("--backend-threads applies to the vhost-blk backend only".into())
-            }
-            Some(t) => vec!["--threads".to_string(), t.to_string()],
-            None => Vec::new(),
-        };
+        let extra_backend_args = backend_threads_args(a.backend_threads, &suite)?;
         let bios = match a.bios.as_deref() {
             None => suite.spec.bios,
             Some("qboot") => Bios::Qboot,
             Some("seabios") => Bios::Seabios,
             Some(o) => return Err(format!("unknown --bios '{o}' (known: qboot, seabios)")),
         };
-        let variants = match &a.variant {
-            Some(v) if suite.variant(v).is_some() => vec![Some(v.clone())],
-            Some(v) => {
-                let known: Vec<&str> = suite
-                    .spec
-                    .variants
-                    .iter()
-                    .map(|x| x.name.as_str())
-                    .collect();
-                return Err(format!(
-                    "suite '{}' has no variant '{v}' (known: {})",
-                    suite.name,
-                    known.join(", ")
-                ));
-            }
-            None => suite
-                .variants()
-                .into_iter()
-                .map(|v| v.map(|v| v.name.clone()))
-                .collect(),
-        };
-        let out = a.out.unwrap_or_else(|| {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            PathBuf::from("results").join(format!("{}-{}", suite.name, utc_stamp(secs)))
-        });
-        if out.display().to_string().contains(',') {
-            return Err(format!(
-                "--out {}: QEMU cannot take paths with ','",
-                out.display()
-            ));
-        }
-        if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(format!("--out {} exists and is not empty", out.display()));
-        }
+        let variants = pick_variants(a.variant.as_deref(), &suite)?;
+        let out = out_dir(a.out, &suite.name)?;
         Ok(MatrixConfig {
             kernels,
             kernel_specs,
@@ -283,4 +197,134 @@ impl TryFrom<RunArgs> for MatrixConfig {
             },
         })
     }
+}
+
+/// `--kernels`: each spec as given and its label, every name, tree and patch checked against
+/// the manifest before any kernel is built or anything is created; no label twice.
+fn check_kernels(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
+    let kernel_specs: Vec<String> = list.split(',').map(|k| k.trim().to_string()).collect();
+    if kernel_specs.iter().any(|k| k.is_empty()) {
+        return Err(format!("--kernels '{list}': empty kernel name"));
+    }
+    let manifest =
+        images::manifest::Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+    let mut kernels = Vec::new();
+    for k in &kernel_specs {
+        let spec = images::spec::KernelSpec::parse(k)?;
+        spec.check(&manifest)?;
+        kernels.push(spec.label);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(d) = kernels.iter().find(|k| !seen.insert(k.as_str())) {
+        return Err(format!("--kernels: '{d}' appears twice"));
+    }
+    Ok((kernel_specs, kernels))
+}
+
+/// The suite's primary and secondary metrics, when named, are metrics the registry knows.
+fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
+    for (what, m) in [
+        ("primary_metric", &suite.spec.primary_metric),
+        ("secondary_metric", &suite.spec.secondary_metric),
+    ] {
+        if let Some(m) = m {
+            if crate::metrics::registry::find(m).is_none() {
+                return Err(format!(
+                    "suite '{}': {what} '{m}' is not a metric the registry knows",
+                    suite.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--until-decided`'s sequential plan: a primary metric, an alpha in (0, 0.5), a first look
+/// (`min_repeat`) within the budget `repeat`, and two kernels.
+fn sequential_plan(
+    alpha: f64,
+    min_repeat: u32,
+    suite: &Suite,
+    repeat: u32,
+    n_kernels: usize,
+) -> Result<matrix::SeqPlan, String> {
+    if suite.spec.primary_metric.is_none() {
+        return Err(format!(
+            "--until-decided: suite '{}' names no primary_metric",
+            suite.name
+        ));
+    }
+    if !(alpha > 0.0 && alpha < 0.5) {
+        return Err(format!("--alpha {alpha} not in (0, 0.5)"));
+    }
+    if min_repeat < 2 || min_repeat > repeat {
+        return Err(format!(
+            "--min-repeat {min_repeat} not in 2..={repeat} (--max-repeat)"
+        ));
+    }
+    if n_kernels < 2 {
+        return Err("--until-decided compares two kernels: give --kernels A,B".into());
+    }
+    Ok(matrix::SeqPlan {
+        alpha,
+        min_n: min_repeat as usize,
+    })
+}
+
+/// `--backend-threads N` as the backend's `--threads N` (vhost-blk only, N >= 1).
+fn backend_threads_args(threads: Option<u32>, suite: &Suite) -> Result<Vec<String>, String> {
+    match threads {
+        Some(0) => Err("--backend-threads must be at least 1".into()),
+        Some(_) if suite.spec.backend != suite::BackendKind::VhostBlk => {
+            Err("--backend-threads applies to the vhost-blk backend only".into())
+        }
+        Some(t) => Ok(vec!["--threads".to_string(), t.to_string()]),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// `--variant` (one the suite has) or all of the suite's variants.
+fn pick_variants(variant: Option<&str>, suite: &Suite) -> Result<Vec<Option<String>>, String> {
+    match variant {
+        Some(v) if suite.variant(v).is_some() => Ok(vec![Some(v.to_string())]),
+        Some(v) => {
+            let known: Vec<&str> = suite
+                .spec
+                .variants
+                .iter()
+                .map(|x| x.name.as_str())
+                .collect();
+            Err(format!(
+                "suite '{}' has no variant '{v}' (known: {})",
+                suite.name,
+                known.join(", ")
+            ))
+        }
+        None => Ok(suite
+            .variants()
+            .into_iter()
+            .map(|v| v.map(|v| v.name.clone()))
+            .collect()),
+    }
+}
+
+/// `--out`, or results/<suite>-<UTC time>: a path QEMU can take, absent or empty.
+fn out_dir(out: Option<PathBuf>, suite_name: &str) -> Result<PathBuf, String> {
+    let out = out.unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from("results").join(format!("{suite_name}-{}", utc_stamp(secs)))
+    });
+    if out.display().to_string().contains(',') {
+        return Err(format!(
+            "--out {}: QEMU cannot take paths with ','",
+            out.display()
+        ));
+    }
+    if std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!("--out {} exists and is not empty", out.display()));
+    }
+    Ok(out)
 }

@@ -82,7 +82,7 @@ pub fn node_effects(runs: &[RunResult], kernels: &[String], metrics: &[String]) 
     for cell in &cells {
         for m in metrics {
             // (node, kernel, value, load, other jobs)
-            let pts: Vec<(String, &str, f64, Option<f64>, usize)> = ok
+            let pts: Vec<Pt> = ok
                 .iter()
                 .filter(|r| {
                     r.info.suite == cell.0 && r.info.variant == cell.1 && r.info.sweep == cell.2
@@ -114,11 +114,14 @@ fn mean_of(x: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| mean(&v))
 }
 
+/// One run's point: (node, kernel, value, load average before, other jobs on the node).
+type Pt<'a> = (String, &'a str, f64, Option<f64>, usize);
+
 fn row(
     (suite, variant, sweep): &(String, Option<String>, Option<SweepPoint>),
     metric: &str,
     kernels: &[String],
-    pts: &[(String, &str, f64, Option<f64>, usize)],
+    pts: &[Pt<'_>],
 ) -> NodeRow {
     let kmeans: BTreeMap<&str, f64> = pts
         .iter()
@@ -127,12 +130,34 @@ fn row(
         .into_iter()
         .filter_map(|k| Some((k, mean_of(pts.iter().filter(|p| p.1 == k).map(|p| p.2))?)))
         .collect();
+    let mut out = NodeRow {
+        suite: suite.clone(),
+        variant: variant.clone(),
+        sweep: sweep.clone(),
+        metric: metric.to_string(),
+        nodes: node_figures(kernels, pts, &kmeans),
+        f: None,
+        df: None,
+        p: None,
+        untested: None,
+    };
+    node_f_test(&mut out, pts, &kmeans);
+    out
+}
+
+/// Each node's figures: runs, per-kernel means (`kernels`' order, then the others), the mean
+/// residual against each kernel's mean (`kmeans`), relative to the grand mean, load, other jobs.
+fn node_figures(
+    kernels: &[String],
+    pts: &[Pt<'_>],
+    kmeans: &BTreeMap<&str, f64>,
+) -> Vec<NodeFigures> {
     let grand = mean_of(pts.iter().map(|p| p.2)).unwrap_or(0.0);
-    let resid = |p: &(String, &str, f64, Option<f64>, usize)| p.2 - kmeans[p.1];
+    let resid = |p: &Pt<'_>| p.2 - kmeans[p.1];
     let node_names: BTreeSet<&str> = pts.iter().map(|p| p.0.as_str()).collect();
     let mut order: Vec<&str> = kernels.iter().map(String::as_str).collect();
     order.extend(kmeans.keys().filter(|k| !kernels.iter().any(|x| x == *k)));
-    let nodes: Vec<NodeFigures> = node_names
+    node_names
         .iter()
         .map(|&n| {
             let here: Vec<_> = pts.iter().filter(|p| p.0 == n).collect();
@@ -159,28 +184,23 @@ fn row(
                 other_jobs: here.iter().map(|p| p.4).sum(),
             }
         })
-        .collect();
-    let (g, k, n) = (nodes.len(), kmeans.len(), pts.len());
-    let mut out = NodeRow {
-        suite: suite.clone(),
-        variant: variant.clone(),
-        sweep: sweep.clone(),
-        metric: metric.to_string(),
-        nodes,
-        f: None,
-        df: None,
-        p: None,
-        untested: None,
-    };
+        .collect()
+}
+
+/// The one-way F test of the node effect on the residuals (kernel means removed) into `out`,
+/// or why it was not tested (one node, no residual degree of freedom, no spread).
+fn node_f_test(out: &mut NodeRow, pts: &[Pt<'_>], kmeans: &BTreeMap<&str, f64>) {
+    let resid = |p: &Pt<'_>| p.2 - kmeans[p.1];
+    let (g, k, n) = (out.nodes.len(), kmeans.len(), pts.len());
     if g < 2 {
         out.untested = Some("one node: no node effect to test".into());
-        return out;
+        return;
     }
     let Some(df2) = (n + 1).checked_sub(k + g).filter(|d| *d > 0) else {
         out.untested = Some(format!(
             "{n} values, {k} kernels, {g} nodes: no residual degree of freedom"
         ));
-        return out;
+        return;
     };
     let ssb: f64 = out
         .nodes
@@ -202,14 +222,13 @@ fn row(
     out.df = Some((df1, df2));
     if ssw <= 0.0 {
         out.untested = Some("no spread within nodes".into());
-        return out;
+        return;
     }
     let f = (ssb / df1 as f64) / (ssw / df2 as f64);
     out.f = Some(f);
     out.p = FisherSnedecor::new(df1 as f64, df2 as f64)
         .ok()
         .map(|d| d.sf(f));
-    out
 }
 
 #[cfg(test)]

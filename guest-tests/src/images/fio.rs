@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use indicatif::ProgressBar;
+
 use super::apt::PrivateApt;
 use super::manifest::FioRecipe;
 use super::util::{self, Ctx, Lock};
@@ -51,27 +53,7 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
     let dl = dir.join("apt").join("dl");
     util::mkdirs(&dl)?;
     let pb = ctx.bar(4, "fio");
-    pb.set_message("apt-get update (private deb-src list)");
-    let dsc = dl.join(format!(
-        "{}_{}.dsc",
-        recipe.package,
-        recipe
-            .version
-            .split_once(':')
-            .map_or(recipe.version.as_str(), |(_, v)| v)
-    ));
-    if !dsc.is_file() {
-        apt.update(&log)?;
-        pb.inc(1);
-        pb.set_message("apt-get source");
-        let mut c = apt.apt_get();
-        c.current_dir(&dl)
-            .arg("source")
-            .arg("--download-only")
-            .arg(format!("{}={}", recipe.package, recipe.version));
-        util::run_logged(&mut c, "apt-get source", &log, |_| {})?;
-    }
-    pb.inc(1);
+    let dsc = download_source(&apt, recipe, &dl, &log, &pb)?;
     let src = dir.join(name);
     if src.exists() {
         std::fs::remove_dir_all(&src).map_err(|e| ImageError::io(&src, e))?;
@@ -82,35 +64,7 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
         &log,
         |_| {},
     )?;
-    pb.set_message("configure");
-    util::run_logged(
-        Command::new("./configure")
-            .current_dir(&src)
-            .args(&recipe.configure)
-            // The build directory must not leak into the binary (its build-id hashes the
-            // debug info, which names the directory): two builds anywhere are bit-identical.
-            .arg(format!(
-                "--extra-cflags=-ffile-prefix-map={}=.",
-                src.display()
-            )),
-        "fio configure",
-        &log,
-        |_| {},
-    )?;
-    pb.inc(1);
-    pb.set_message("make");
-    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    util::run_logged(
-        Command::new("make")
-            .current_dir(&src)
-            .arg(format!("-j{jobs}"))
-            .arg("fio")
-            .env("SOURCE_DATE_EPOCH", "0")
-            .env("LC_ALL", "C"),
-        "fio make",
-        &log,
-        |_| {},
-    )?;
+    configure_and_make(&src, recipe, &log, &pb)?;
     let out = dir.join(format!("fio.{name}"));
     util::run_logged(
         Command::new("strip")
@@ -142,4 +96,77 @@ pub fn build(ctx: &Ctx, recipe: &FioRecipe, dir: &Path, name: &str) -> Result<Pa
         }
     }
     Ok(out)
+}
+
+/// The source package's .dsc in `dl`, downloaded (`apt-get source --download-only`
+/// through the private sources list) unless already there.
+fn download_source(
+    apt: &PrivateApt,
+    recipe: &FioRecipe,
+    dl: &Path,
+    log: &Path,
+    pb: &ProgressBar,
+) -> Result<PathBuf, ImageError> {
+    pb.set_message("apt-get update (private deb-src list)");
+    let dsc = dl.join(format!(
+        "{}_{}.dsc",
+        recipe.package,
+        recipe
+            .version
+            .split_once(':')
+            .map_or(recipe.version.as_str(), |(_, v)| v)
+    ));
+    if !dsc.is_file() {
+        apt.update(log)?;
+        pb.inc(1);
+        pb.set_message("apt-get source");
+        let mut c = apt.apt_get();
+        c.current_dir(dl)
+            .arg("source")
+            .arg("--download-only")
+            .arg(format!("{}={}", recipe.package, recipe.version));
+        util::run_logged(&mut c, "apt-get source", log, |_| {})?;
+    }
+    pb.inc(1);
+    Ok(dsc)
+}
+
+/// fio's `./configure` (with the recipe's options, no build path in the binary) and `make fio`
+/// in `src`.
+fn configure_and_make(
+    src: &Path,
+    recipe: &FioRecipe,
+    log: &Path,
+    pb: &ProgressBar,
+) -> Result<(), ImageError> {
+    pb.set_message("configure");
+    util::run_logged(
+        Command::new("./configure")
+            .current_dir(src)
+            .args(&recipe.configure)
+            // The build directory must not leak into the binary (its build-id hashes the
+            // debug info, which names the directory): two builds anywhere are bit-identical.
+            .arg(format!(
+                "--extra-cflags=-ffile-prefix-map={}=.",
+                src.display()
+            )),
+        "fio configure",
+        log,
+        |_| {},
+    )?;
+    pb.inc(1);
+    pb.set_message("make");
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    util::run_logged(
+        Command::new("make")
+            .current_dir(src)
+            .arg(format!("-j{jobs}"))
+            .arg("fio")
+            .env("SOURCE_DATE_EPOCH", "0")
+            .env("LC_ALL", "C"),
+        "fio make",
+        log,
+        |_| {},
+    )?;
+    Ok(())
 }

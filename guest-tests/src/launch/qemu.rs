@@ -162,6 +162,16 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
         "-device",
         "virtserialport,chardev=res,name=results",
     ]);
+    disk_args(q, &mut push);
+    push(&["-kernel", &p(q.bzimage), "-initrd", &p(q.initrd)]);
+    push(&["-append", &q.cmdline]);
+    a
+}
+
+/// The disks' arguments: QEMU's own devices over builtin block nodes (`qemu-builtin`, or no
+/// socket), else the vhost-user device on the backend's socket.
+fn disk_args(q: &QemuParams, push: &mut dyn FnMut(&[&str])) {
+    let s = &q.suite.spec;
     let nq = s.num_queues.to_string();
     // Ring size of every virtqueue: the guest's tag-set depth (virtio-scsi can_queue).
     let (scsi_vq, blk_vq) = match s.virtqueue_size {
@@ -211,9 +221,6 @@ pub fn argv(q: &QemuParams) -> Vec<String> {
             push(&["-device", &dev]);
         }
     }
-    push(&["-kernel", &p(q.bzimage), "-initrd", &p(q.initrd)]);
-    push(&["-append", &q.cmdline]);
-    a
 }
 
 /// First line of `<qemu> -version`, or an error text.

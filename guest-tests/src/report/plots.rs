@@ -2,13 +2,14 @@
 
 use std::collections::BTreeSet;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::tables::fmt_num;
 use super::{file_stem, LockSiteTable, Plot, ReportError};
-use crate::compare::{Comparison, MetricRow};
+use crate::compare::{Comparison, MetricRow, Summary};
 use crate::metrics::registry;
 
 const COLORS: [RGBColor; 6] = [
@@ -20,6 +21,9 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(0x8c, 0x56, 0x4b),
 ];
 const FONT: &str = "sans-serif";
+
+/// A chart of f64 against f64 on the SVG backend.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// Axis tick label: up to 3 decimals, trailing zeros dropped (`1000`, `2.5`, `0.125`).
 fn tick(v: &f64) -> String {
@@ -145,21 +149,7 @@ fn strip(
     rows: &[&MetricRow],
     several_suites: bool,
 ) -> Result<Plot, ReportError> {
-    let cols: Vec<(String, usize, &MetricRow)> = rows
-        .iter()
-        .flat_map(|r| {
-            kernels.iter().enumerate().filter_map(move |(ki, k)| {
-                r.values.get(k)?;
-                let cell = r.cell_label(several_suites);
-                let label = if cell.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{k} {cell}")
-                };
-                Some((label, ki, *r))
-            })
-        })
-        .collect();
+    let cols = strip_columns(kernels, rows, several_suites);
     let (lo, hi) = y_range(cols.iter().flat_map(|(_, ki, r)| {
         let v = &r.values[&kernels[*ki]];
         let ci = r
@@ -192,40 +182,8 @@ fn strip(
         for (i, (label, ki, r)) in cols.iter().enumerate() {
             let c = color(*ki);
             let x = i as f64;
-            let vals = &r.values[&kernels[*ki]];
-            if let Some(s) = r.summary(&kernels[*ki]).filter(|s| s.n >= 4) {
-                // Interquartile box behind the points.
-                let corners = [(x - 0.25, s.q1), (x + 0.25, s.q3)];
-                chart
-                    .draw_series([
-                        Rectangle::new(corners, c.mix(0.15).filled()),
-                        Rectangle::new(corners, c.mix(0.6).stroke_width(1)),
-                    ])
-                    .map_err(err(metric))?;
-            }
-            chart
-                .draw_series(
-                    vals.iter()
-                        .enumerate()
-                        .map(|(j, v)| Circle::new((x + jitter(j), *v), 4, c.mix(0.75).filled())),
-                )
-                .map_err(err(metric))?;
-            if let Some(s) = r.summary(&kernels[*ki]) {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(x - 0.3, s.median), (x + 0.3, s.median)],
-                        BLACK.stroke_width(3),
-                    )))
-                    .map_err(err(metric))?;
-                if let Some((a, b)) = s.ci95 {
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![(x + 0.38, a), (x + 0.38, b)],
-                            c.stroke_width(2),
-                        )))
-                        .map_err(err(metric))?;
-                }
-            }
+            let k = &kernels[*ki];
+            strip_column(&mut chart, x, c, &r.values[k], r.summary(k), metric)?;
             let (px, py) = chart.backend_coord(&(x, lo));
             root.draw(&Text::new(
                 label.clone(),
@@ -246,6 +204,74 @@ fn strip(
         ),
         svg,
     })
+}
+
+/// The strip plot's columns: (label, kernel index, row) for each cell's kernels with values.
+fn strip_columns<'r>(
+    kernels: &[String],
+    rows: &[&'r MetricRow],
+    several_suites: bool,
+) -> Vec<(String, usize, &'r MetricRow)> {
+    rows.iter()
+        .flat_map(|r| {
+            kernels.iter().enumerate().filter_map(move |(ki, k)| {
+                r.values.get(k)?;
+                let cell = r.cell_label(several_suites);
+                let label = if cell.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{k} {cell}")
+                };
+                Some((label, ki, *r))
+            })
+        })
+        .collect()
+}
+
+/// One strip column at `x`: the interquartile box (n >= 4), every run a point, the median a
+/// black bar and the 95 % CI of the mean a whisker beside it.
+fn strip_column(
+    chart: &mut Chart<'_, '_>,
+    x: f64,
+    c: RGBColor,
+    vals: &[f64],
+    summary: Option<&Summary>,
+    metric: &str,
+) -> Result<(), ReportError> {
+    if let Some(s) = summary.filter(|s| s.n >= 4) {
+        // Interquartile box behind the points.
+        let corners = [(x - 0.25, s.q1), (x + 0.25, s.q3)];
+        chart
+            .draw_series([
+                Rectangle::new(corners, c.mix(0.15).filled()),
+                Rectangle::new(corners, c.mix(0.6).stroke_width(1)),
+            ])
+            .map_err(err(metric))?;
+    }
+    chart
+        .draw_series(
+            vals.iter()
+                .enumerate()
+                .map(|(j, v)| Circle::new((x + jitter(j), *v), 4, c.mix(0.75).filled())),
+        )
+        .map_err(err(metric))?;
+    if let Some(s) = summary {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x - 0.3, s.median), (x + 0.3, s.median)],
+                BLACK.stroke_width(3),
+            )))
+            .map_err(err(metric))?;
+        if let Some((a, b)) = s.ci95 {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x + 0.38, a), (x + 0.38, b)],
+                    c.stroke_width(2),
+                )))
+                .map_err(err(metric))?;
+        }
+    }
+    Ok(())
 }
 
 /// (sweep value, mean, 95 % CI of the mean)
@@ -311,44 +337,10 @@ fn sweep(
             .draw()
             .map_err(err(&name))?;
         for (ki, k) in kernels.iter().enumerate() {
-            let c = color(ki);
             let p = pts(k);
-            if p.is_empty() {
-                continue;
+            if !p.is_empty() {
+                sweep_curve(&mut chart, k, color(ki), &p, pad * 0.3, &name)?;
             }
-            chart
-                .draw_series(LineSeries::new(
-                    p.iter().map(|(x, m, _)| (*x, *m)),
-                    c.stroke_width(2),
-                ))
-                .map_err(err(&name))?
-                .label(k.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(
-                    p.iter()
-                        .map(|(x, m, _)| Circle::new((*x, *m), 4, c.filled())),
-                )
-                .map_err(err(&name))?;
-            let cap = pad * 0.3;
-            chart
-                .draw_series(p.iter().filter_map(|(x, _, ci)| {
-                    let (a, b) = (*ci)?;
-                    Some(PathElement::new(
-                        vec![
-                            (x - cap, a),
-                            (x + cap, a),
-                            (*x, a),
-                            (*x, b),
-                            (x - cap, b),
-                            (x + cap, b),
-                        ],
-                        c.stroke_width(1),
-                    ))
-                }))
-                .map_err(err(&name))?;
         }
         chart
             .configure_series_labels()
@@ -372,6 +364,49 @@ fn sweep(
         },
         svg,
     })
+}
+
+/// One kernel's sweep curve: the means joined by a line (in the legend as `k`), a dot each and
+/// the 95 % CI whiskers with caps `cap` wide.
+fn sweep_curve(
+    chart: &mut Chart<'_, '_>,
+    k: &str,
+    c: RGBColor,
+    p: &[SweepPt],
+    cap: f64,
+    name: &str,
+) -> Result<(), ReportError> {
+    chart
+        .draw_series(LineSeries::new(
+            p.iter().map(|(x, m, _)| (*x, *m)),
+            c.stroke_width(2),
+        ))
+        .map_err(err(name))?
+        .label(k)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+    chart
+        .draw_series(
+            p.iter()
+                .map(|(x, m, _)| Circle::new((*x, *m), 4, c.filled())),
+        )
+        .map_err(err(name))?;
+    chart
+        .draw_series(p.iter().filter_map(|(x, _, ci)| {
+            let (a, b) = (*ci)?;
+            Some(PathElement::new(
+                vec![
+                    (x - cap, a),
+                    (x + cap, a),
+                    (*x, a),
+                    (*x, b),
+                    (x - cap, b),
+                    (x + cap, b),
+                ],
+                c.stroke_width(1),
+            ))
+        }))
+        .map_err(err(name))?;
+    Ok(())
 }
 
 /// Grouped horizontal bars: D switches per lock site, one bar per kernel.
@@ -422,26 +457,7 @@ fn lock_sites(t: &LockSiteTable, several_suites: bool) -> Result<Plot, ReportErr
                     (ks.rate(s, t.per_kio), y - h, y)
                 })
                 .collect();
-            chart
-                .draw_series(
-                    bars.iter()
-                        .map(|(v, y0, y1)| Rectangle::new([(0.0, *y0), (*v, *y1)], c.filled())),
-                )
-                .map_err(err(&name))?
-                .label(k.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
-            chart
-                .draw_series(bars.iter().map(|(v, y0, y1)| {
-                    Text::new(
-                        fmt_num(*v),
-                        (*v + xmax * 0.01, (y0 + y1) / 2.0),
-                        (FONT, 11)
-                            .into_font()
-                            .color(&BLACK)
-                            .pos(Pos::new(HPos::Left, VPos::Center)),
-                    )
-                }))
-                .map_err(err(&name))?;
+            labelled_bars(&mut chart, k, c, &bars, xmax * 0.01, &name)?;
         }
         for (si, s) in t.sites.iter().enumerate() {
             let (px, py) = chart.backend_coord(&(0.0, (ns - 1 - si) as f64));
@@ -469,6 +485,39 @@ fn lock_sites(t: &LockSiteTable, several_suites: bool) -> Result<Plot, ReportErr
         caption: format!("{label}: irq-thread D switches by lock site ({})", t.unit()),
         svg,
     })
+}
+
+/// One kernel's horizontal bars (value, y0, y1), in the legend as `k`, each with its value
+/// written `gap` to the right of its end.
+fn labelled_bars(
+    chart: &mut Chart<'_, '_>,
+    k: &str,
+    c: RGBColor,
+    bars: &[(f64, f64, f64)],
+    gap: f64,
+    name: &str,
+) -> Result<(), ReportError> {
+    chart
+        .draw_series(
+            bars.iter()
+                .map(|(v, y0, y1)| Rectangle::new([(0.0, *y0), (*v, *y1)], c.filled())),
+        )
+        .map_err(err(name))?
+        .label(k)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    chart
+        .draw_series(bars.iter().map(|(v, y0, y1)| {
+            Text::new(
+                fmt_num(*v),
+                (*v + gap, (y0 + y1) / 2.0),
+                (FONT, 11)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            )
+        }))
+        .map_err(err(name))?;
+    Ok(())
 }
 
 #[cfg(test)]

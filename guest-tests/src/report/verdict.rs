@@ -57,98 +57,20 @@ fn mbps(kib: f64) -> f64 {
 pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
     let mut out = String::new();
     let (b, o) = (&v.base, &v.other);
-    let design = if v.paired {
-        "paired boots, A and B at the same time"
-    } else {
-        "interleaved boots"
-    };
     if let Some(p) = v.row("primary") {
-        let n = format!("n = {}+{} boots, {design}", p.base.n, p.other.n);
-        let per_s = v
-            .rows
-            .iter()
-            .find(|r| r.metric.ends_with(".qlock_wait_ms_per_s"));
-        let strong = p.p.is_some_and(|x| x < 1e-3);
-        let word = if strong {
-            ""
-        } else {
-            " (not separated at p < 0.001)"
-        };
-        match per_s {
-            Some(s) if p.metric.ends_with(".qlock_wait_ms_per_kio") => {
-                let removed = s.base.mean - s.other.mean;
-                out.push_str(&format!(
-                    "**{o} removes {} ms of queue_lock waiting per second of I/O** ({b}: {} ms/s, {o}: {} ms/s); \
-                     {p_txt}; {n}{word}.\n\n",
-                    fmt_num(removed),
-                    pm(&s.base),
-                    pm(&s.other),
-                    p_txt = p_of(p),
-                ));
-                out.push_str(&format!(
-                    "Primary metric `{}`: {b} {} -> {o} {} {}.\n\n",
-                    p.metric,
-                    pm(&p.base),
-                    pm(&p.other),
-                    p.unit
-                ));
-            }
-            _ if p.metric.ends_with(".qlock_wait_count_per_kio") => out.push_str(&format!(
-                "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
-                 {} times on {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.\n\n",
-                fmt_num(p.base.mean),
-                fmt_num(p.other.mean),
-                p.metric,
-                pm(&p.base),
-                pm(&p.other),
-                p_of(p)
-            )),
-            _ if higher_is_better(&p.metric) && p.base.mean > 0.0 => out.push_str(&format!(
-                "**{o} gives {}x the {} of {b}**: `{}` {b} {} -> {o} {} {}; {}; {n}{word}.\n\n",
-                fmt_num(p.other.mean / p.base.mean),
-                p.unit,
-                p.metric,
-                pm(&p.base),
-                pm(&p.other),
-                p.unit,
-                p_of(p)
-            )),
-            _ => out.push_str(&format!(
-                "**`{}`: {b} {} -> {o} {} {}**; {}; {n}{word}.\n\n",
-                p.metric,
-                pm(&p.base),
-                pm(&p.other),
-                p.unit,
-                p_of(p)
-            )),
-        }
+        out.push_str(&primary_text(v, p));
     }
     if let Some(s) = v.row("secondary") {
         out.push_str(&secondary_text(s, b, o));
     }
     let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
     if let Some(d) = comp(".dblocked_peak") {
-        let q = comp(".qlock_blocked_peak");
-        let ge4 = comp(".dblocked_ge4_pct");
-        out.push_str(&format!(
-            "Request irq threads in D at the same moment (the seed: 6-8 of 8): peak median {} on {b} \
-             (range {}-{}), {} on {o} (range {}-{}){}{}.\n\n",
-            fmt_num(d.base.median),
-            fmt_num(d.base.min),
-            fmt_num(d.base.max),
-            fmt_num(d.other.median),
-            fmt_num(d.other.min),
-            fmt_num(d.other.max),
-            ge4.map_or(String::new(), |g| format!(
-                "; >= 4 at once {} % vs {} % of the time",
-                fmt_num(g.base.mean),
-                fmt_num(g.other.mean)
-            )),
-            q.map_or(String::new(), |q| format!(
-                "; waiting on the queue_lock at once: peak median {} vs {}",
-                fmt_num(q.base.median),
-                fmt_num(q.other.median)
-            )),
+        out.push_str(&blocked_text(
+            d,
+            comp(".qlock_blocked_peak"),
+            comp(".dblocked_ge4_pct"),
+            b,
+            o,
         ));
     }
     for t in v.rows.iter().filter(|r| r.role == "throughput") {
@@ -163,35 +85,7 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
         ));
     }
     if let Some(c) = comp(".guest_cpu_per_s") {
-        let other_load = comp(".host_other_cpu_per_s");
-        // Shown only when the host is a VM whose hypervisor took CPU from it.
-        let steal = comp(".host_steal_cpu_per_s").filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
-        out.push_str(&format!(
-            "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
-            fmt_num(c.base.mean),
-            fmt_num(c.other.mean),
-            other_load.map_or(String::new(), |l| format!(
-                ", unrelated host load {} / {} CPU-s/s",
-                fmt_num(l.base.mean),
-                fmt_num(l.other.mean)
-            )),
-            steal.map_or(String::new(), |l| format!(
-                ", CPU stolen by the hypervisor below the host {} / {} CPU-s/s (max {} / {})",
-                fmt_num(l.base.mean),
-                fmt_num(l.other.mean),
-                fmt_num(l.base.max),
-                fmt_num(l.other.max)
-            )),
-            if v.starved.is_empty() {
-                "no run was starved".to_string()
-            } else {
-                format!(
-                    "{} run(s) starved (< 60 % of the median vCPU time): {}",
-                    v.starved.len(),
-                    v.starved.join(", ")
-                )
-            }
-        ));
+        out.push_str(&host_cpu_text(v, c));
     }
     if let Some(f) = &v.faithfulness {
         out.push_str(&faithfulness_text(f, b));
@@ -208,6 +102,144 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
         ));
     }
     out
+}
+
+/// The primary metric's sentence(s): queue_lock waiting per second of I/O or per 1,000 I/Os,
+/// a throughput as a multiple, anything else as base -> other; with the p-value and the design.
+fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
+    let mut out = String::new();
+    let (b, o) = (&v.base, &v.other);
+    let design = if v.paired {
+        "paired boots, A and B at the same time"
+    } else {
+        "interleaved boots"
+    };
+    let n = format!("n = {}+{} boots, {design}", p.base.n, p.other.n);
+    let per_s = v
+        .rows
+        .iter()
+        .find(|r| r.metric.ends_with(".qlock_wait_ms_per_s"));
+    let strong = p.p.is_some_and(|x| x < 1e-3);
+    let word = if strong {
+        ""
+    } else {
+        " (not separated at p < 0.001)"
+    };
+    match per_s {
+        Some(s) if p.metric.ends_with(".qlock_wait_ms_per_kio") => {
+            let removed = s.base.mean - s.other.mean;
+            out.push_str(&format!(
+                "**{o} removes {} ms of queue_lock waiting per second of I/O** ({b}: {} ms/s, {o}: {} ms/s); \
+                 {p_txt}; {n}{word}.\n\n",
+                fmt_num(removed),
+                pm(&s.base),
+                pm(&s.other),
+                p_txt = p_of(p),
+            ));
+            out.push_str(&format!(
+                "Primary metric `{}`: {b} {} -> {o} {} {}.\n\n",
+                p.metric,
+                pm(&p.base),
+                pm(&p.other),
+                p.unit
+            ));
+        }
+        _ if p.metric.ends_with(".qlock_wait_count_per_kio") => out.push_str(&format!(
+            "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
+             {} times on {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.\n\n",
+            fmt_num(p.base.mean),
+            fmt_num(p.other.mean),
+            p.metric,
+            pm(&p.base),
+            pm(&p.other),
+            p_of(p)
+        )),
+        _ if higher_is_better(&p.metric) && p.base.mean > 0.0 => out.push_str(&format!(
+            "**{o} gives {}x the {} of {b}**: `{}` {b} {} -> {o} {} {}; {}; {n}{word}.\n\n",
+            fmt_num(p.other.mean / p.base.mean),
+            p.unit,
+            p.metric,
+            pm(&p.base),
+            pm(&p.other),
+            p.unit,
+            p_of(p)
+        )),
+        _ => out.push_str(&format!(
+            "**`{}`: {b} {} -> {o} {} {}**; {}; {n}{word}.\n\n",
+            p.metric,
+            pm(&p.base),
+            pm(&p.other),
+            p.unit,
+            p_of(p)
+        )),
+    }
+    out
+}
+
+/// Request irq threads in D at once (peak, share of time at >= 4, on the queue_lock at once).
+fn blocked_text(
+    d: &VerdictRow,
+    q: Option<&VerdictRow>,
+    ge4: Option<&VerdictRow>,
+    b: &str,
+    o: &str,
+) -> String {
+    format!(
+        "Request irq threads in D at the same moment (the seed: 6-8 of 8): peak median {} on {b} \
+         (range {}-{}), {} on {o} (range {}-{}){}{}.\n\n",
+        fmt_num(d.base.median),
+        fmt_num(d.base.min),
+        fmt_num(d.base.max),
+        fmt_num(d.other.median),
+        fmt_num(d.other.min),
+        fmt_num(d.other.max),
+        ge4.map_or(String::new(), |g| format!(
+            "; >= 4 at once {} % vs {} % of the time",
+            fmt_num(g.base.mean),
+            fmt_num(g.other.mean)
+        )),
+        q.map_or(String::new(), |q| format!(
+            "; waiting on the queue_lock at once: peak median {} vs {}",
+            fmt_num(q.base.median),
+            fmt_num(q.other.median)
+        )),
+    )
+}
+
+/// The host's side: the vCPUs' CPU time per second (`c`), unrelated host load, hypervisor steal
+/// (only when there was any) and the starved runs.
+fn host_cpu_text(v: &Verdict, c: &VerdictRow) -> String {
+    let (b, o) = (&v.base, &v.other);
+    let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
+    let other_load = comp(".host_other_cpu_per_s");
+    // Shown only when the host is a VM whose hypervisor took CPU from it.
+    let steal = comp(".host_steal_cpu_per_s").filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
+    format!(
+        "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
+        fmt_num(c.base.mean),
+        fmt_num(c.other.mean),
+        other_load.map_or(String::new(), |l| format!(
+            ", unrelated host load {} / {} CPU-s/s",
+            fmt_num(l.base.mean),
+            fmt_num(l.other.mean)
+        )),
+        steal.map_or(String::new(), |l| format!(
+            ", CPU stolen by the hypervisor below the host {} / {} CPU-s/s (max {} / {})",
+            fmt_num(l.base.mean),
+            fmt_num(l.other.mean),
+            fmt_num(l.base.max),
+            fmt_num(l.other.max)
+        )),
+        if v.starved.is_empty() {
+            "no run was starved".to_string()
+        } else {
+            format!(
+                "{} run(s) starved (< 60 % of the median vCPU time): {}",
+                v.starved.len(),
+                v.starved.join(", ")
+            )
+        }
+    )
 }
 
 /// The secondary metric's sentence: a lock metric as "N x less", anything else (throughput) as

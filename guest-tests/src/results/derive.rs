@@ -12,6 +12,17 @@ use super::{
     Timings, SCHEMA_VERSION,
 };
 
+/// The parsed value; or the error recorded as an issue of artefact `$name`, and a return from
+/// the calling method.
+macro_rules! parse {
+    ($b:ident, $name:expr, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return $b.issue($name, e),
+        }
+    };
+}
+
 #[derive(Default)]
 struct Builder {
     steps: Vec<StepResult>,
@@ -49,19 +60,11 @@ impl Builder {
     fn take(&mut self, a: &Artifact) {
         let name = a.name.as_str();
         let text = a.text();
-        macro_rules! parse {
-            ($e:expr) => {
-                match $e {
-                    Ok(v) => v,
-                    Err(e) => return self.issue(name, e),
-                }
-            };
-        }
         if let Some(label) = name
             .strip_prefix("fio.")
             .and_then(|n| n.strip_suffix(".json"))
         {
-            let v = parse!(metrics::parse_fio(&a.data));
+            let v = parse!(self, name, metrics::parse_fio(&a.data));
             for e in &v.job_errors {
                 self.warnings.push(format!("{name}: fio job error {e}"));
             }
@@ -78,57 +81,17 @@ impl Builder {
             ));
             self.step(label);
         } else if let Some(label) = name.strip_prefix("interrupts.before.") {
-            let v = parse!(metrics::parse_interrupts(&text));
+            let v = parse!(self, name, metrics::parse_interrupts(&text));
             self.before.insert(label.to_string(), v);
             self.step(label);
         } else if let Some(label) = name.strip_prefix("interrupts.after.") {
-            let v = parse!(metrics::parse_interrupts(&text));
+            let v = parse!(self, name, metrics::parse_interrupts(&text));
             self.after.insert(label.to_string(), v);
             self.step(label);
         } else if let Some(label) = name.strip_prefix("irqsw.") {
-            let v = parse!(metrics::parse_irqsw(&text));
-            if v.dropped.unwrap_or(0) > 0 {
-                self.warnings.push(format!(
-                    "{name}: ftrace dropped {} events; switch counts are low",
-                    v.dropped.unwrap_or(0)
-                ));
-            }
-            if v.cross_check_ok() == Some(false) {
-                self.warnings
-                    .push(format!("{name}: S + D != voluntary_ctxt_switches delta"));
-            }
-            for e in &v.errors {
-                self.warnings.push(format!("{name}: agent: {e}"));
-            }
-            if v.bad_lines > 0 {
-                self.warnings
-                    .push(format!("{name}: {} unparsed lines", v.bad_lines));
-            }
-            self.step(label).irq_switches = Some(v);
+            self.take_irqsw(name, label, &text);
         } else if let Some(label) = name.strip_prefix("locks.") {
-            let v = parse!(metrics::parse_locks(&text));
-            for e in v.errors.iter().chain(&v.warnings) {
-                self.warnings.push(format!("{name}: agent: {e}"));
-            }
-            if v.bad_lines > 0 {
-                self.warnings
-                    .push(format!("{name}: {} unparsed lines", v.bad_lines));
-            }
-            if !v.consistent() && v.errors.is_empty() {
-                self.warnings.push(format!(
-                    "{name}: recorded events ({} lock, {} D) differ from the histograms ({}, {}) or {} dropped",
-                    v.lock_waits.len(),
-                    v.d_waits.len(),
-                    v.hist_lockwait.0,
-                    v.hist_dwait.0,
-                    v.dropped
-                ));
-            }
-            if v.errors.is_empty() || !v.lock_waits.is_empty() || v.window.is_some() {
-                self.step(label).locks = Some(metrics::LockFigures::from_waits(&v));
-            } else {
-                self.step(label);
-            }
+            self.take_locks(name, label, &text);
         } else if let Some(label) = name
             .strip_prefix("begin.")
             .or_else(|| name.strip_prefix("end."))
@@ -136,15 +99,84 @@ impl Builder {
             // Marks for the host's CPU sampling; the samples live in the launch's times.
             self.step(label);
         } else if let Some(label) = name.strip_prefix("dstacks.") {
-            let v = parse!(metrics::parse_dstacks(&text));
+            let v = parse!(self, name, metrics::parse_dstacks(&text));
             self.step(label).lock_sites = Some(v);
         } else if let Some(label) = name.strip_prefix("funcs.") {
-            let (v, errors) = parse!(metrics::parse_funcs(&text));
+            let (v, errors) = parse!(self, name, metrics::parse_funcs(&text));
             for e in errors {
                 self.warnings.push(format!("{name}: {e}"));
             }
             self.step(label).funcs = Some(v);
-        } else if let Some(label) = name
+        } else if name.starts_with("storm.") {
+            self.take_storm(name, &text);
+        } else if let Some(i) = name.strip_prefix("rescan.") {
+            let Ok(i) = i.parse::<u64>() else {
+                return self.issue(name, "rescan index is not a number");
+            };
+            let v = parse!(self, name, metrics::parse_rescan(&text));
+            self.rescans.push((i, v));
+        } else {
+            self.take_guest(name, &text);
+        }
+    }
+
+    /// `irqsw.<step>`: the irq threads' switches, with warnings for dropped events, a failed
+    /// cross-check, agent errors and unparsed lines.
+    fn take_irqsw(&mut self, name: &str, label: &str, text: &str) {
+        let v = parse!(self, name, metrics::parse_irqsw(text));
+        if v.dropped.unwrap_or(0) > 0 {
+            self.warnings.push(format!(
+                "{name}: ftrace dropped {} events; switch counts are low",
+                v.dropped.unwrap_or(0)
+            ));
+        }
+        if v.cross_check_ok() == Some(false) {
+            self.warnings
+                .push(format!("{name}: S + D != voluntary_ctxt_switches delta"));
+        }
+        for e in &v.errors {
+            self.warnings.push(format!("{name}: agent: {e}"));
+        }
+        if v.bad_lines > 0 {
+            self.warnings
+                .push(format!("{name}: {} unparsed lines", v.bad_lines));
+        }
+        self.step(label).irq_switches = Some(v);
+    }
+
+    /// `locks.<step>`: the lock-wait figures, with warnings for agent errors, unparsed lines and
+    /// recorded events that disagree with the histograms; no figures when the agent failed
+    /// and recorded nothing.
+    fn take_locks(&mut self, name: &str, label: &str, text: &str) {
+        let v = parse!(self, name, metrics::parse_locks(text));
+        for e in v.errors.iter().chain(&v.warnings) {
+            self.warnings.push(format!("{name}: agent: {e}"));
+        }
+        if v.bad_lines > 0 {
+            self.warnings
+                .push(format!("{name}: {} unparsed lines", v.bad_lines));
+        }
+        if !v.consistent() && v.errors.is_empty() {
+            self.warnings.push(format!(
+                "{name}: recorded events ({} lock, {} D) differ from the histograms ({}, {}) or {} dropped",
+                v.lock_waits.len(),
+                v.d_waits.len(),
+                v.hist_lockwait.0,
+                v.hist_dwait.0,
+                v.dropped
+            ));
+        }
+        if v.errors.is_empty() || !v.lock_waits.is_empty() || v.window.is_some() {
+            self.step(label).locks = Some(metrics::LockFigures::from_waits(&v));
+        } else {
+            self.step(label);
+        }
+    }
+
+    /// `storm.<step>.stuck` (the evidence of a stuck I/O, pointed at by a warning) or
+    /// `storm.<step>` (the storm's figures).
+    fn take_storm(&mut self, name: &str, text: &str) {
+        if let Some(label) = name
             .strip_prefix("storm.")
             .and_then(|n| n.strip_suffix(".stuck"))
         {
@@ -156,34 +188,86 @@ impl Builder {
             ));
             self.step(label);
         } else if let Some(label) = name.strip_prefix("storm.") {
-            let v = parse!(metrics::parse_storm(&text));
+            let v = parse!(self, name, metrics::parse_storm(text));
             if v.stuck {
                 self.warnings
                     .push(format!("{name}: an I/O missed the storm's deadline"));
             }
             self.step(label).storm = Some(v);
-        } else if let Some(i) = name.strip_prefix("rescan.") {
-            let Ok(i) = i.parse::<u64>() else {
-                return self.issue(name, "rescan index is not a number");
-            };
-            let v = parse!(metrics::parse_rescan(&text));
-            self.rescans.push((i, v));
-        } else {
-            match name {
-                "meta" => self.guest.meta = parse!(metrics::parse_kv(&text)),
-                "disk" => self.guest.disk = parse!(metrics::parse_kv(&text)),
-                "scan" => self.guest.scan = Some(parse!(metrics::parse_scan(&text))),
-                "verify" => self.guest.verify = Some(parse!(metrics::parse_verify(&text))),
-                "status" => self.status = Some(parse!(metrics::parse_status(&text))),
-                "steps" => {
-                    for r in parse!(metrics::parse_steps(&text)) {
-                        let s = self.step(&r.step);
-                        s.rc = Some(r.rc);
-                        s.secs = r.secs;
-                    }
+        }
+    }
+
+    /// The guest-wide artefacts (meta, disk, scan, verify, status, steps); another name is an
+    /// unknown artefact's warning.
+    fn take_guest(&mut self, name: &str, text: &str) {
+        match name {
+            "meta" => self.guest.meta = parse!(self, name, metrics::parse_kv(text)),
+            "disk" => self.guest.disk = parse!(self, name, metrics::parse_kv(text)),
+            "scan" => self.guest.scan = Some(parse!(self, name, metrics::parse_scan(text))),
+            "verify" => self.guest.verify = Some(parse!(self, name, metrics::parse_verify(text))),
+            "status" => self.status = Some(parse!(self, name, metrics::parse_status(text))),
+            "steps" => {
+                for r in parse!(self, name, metrics::parse_steps(text)) {
+                    let s = self.step(&r.step);
+                    s.rc = Some(r.rc);
+                    s.secs = r.secs;
                 }
-                "dmesg" => {}
-                _ => self.warnings.push(format!("unknown artefact {name:?}")),
+            }
+            "dmesg" => {}
+            _ => self.warnings.push(format!("unknown artefact {name:?}")),
+        }
+    }
+
+    /// After the last artefact: interrupt deltas, steps in the agent's order with unique names,
+    /// rescans in their order.
+    fn finish_steps(&mut self) {
+        // Interrupt deltas need both snapshots.
+        let labels: Vec<String> = self.before.keys().cloned().collect();
+        for l in labels {
+            if let (Some(bef), Some(aft)) = (self.before.get(&l), self.after.get(&l)) {
+                let d = metrics::interrupt_deltas(bef, aft);
+                self.step(&l).interrupts = Some(d);
+            }
+        }
+        // Agent order: by the step index that prefixes every label (stable for the rest).
+        self.steps.sort_by_key(|s| {
+            let digits: String = s.label.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().unwrap_or(u64::MAX)
+        });
+        let mut used = std::collections::BTreeSet::new();
+        for s in &mut self.steps {
+            let mut name = step_name(&s.label);
+            if !used.insert(name.clone()) {
+                name = step_name(&s.label.replace('-', "_"));
+                name = format!("{name}_{}", used.len());
+                used.insert(name.clone());
+            }
+            s.name = name;
+        }
+        self.rescans.sort_by_key(|(i, _)| *i);
+        self.guest.rescans = self.rescans.drain(..).map(|(_, r)| r).collect();
+    }
+
+    /// The run's status: the guest's own, failed by a step that exited non-zero or a failed
+    /// verify.
+    fn run_status(&mut self) -> RunStatus {
+        match self.status.take() {
+            None => RunStatus::Failed {
+                reason: "the guest sent no status artefact".into(),
+            },
+            Some(GuestStatus::Fail(r)) => RunStatus::Failed { reason: r },
+            Some(GuestStatus::Ok) => {
+                if let Some(s) = self.steps.iter().find(|s| s.rc.is_some_and(|rc| rc != 0)) {
+                    RunStatus::Failed {
+                        reason: format!("step {} exited {}", s.label, s.rc.unwrap_or(0)),
+                    }
+                } else if self.guest.verify.as_ref().is_some_and(|v| !v.ok) {
+                    RunStatus::Failed {
+                        reason: "verify failed".into(),
+                    }
+                } else {
+                    RunStatus::Ok
+                }
             }
         }
     }
@@ -239,31 +323,7 @@ pub(super) fn build(
             b.issue(&a.name, "truncated: the stream ended inside this artefact");
         }
     }
-    // Interrupt deltas need both snapshots.
-    let labels: Vec<String> = b.before.keys().cloned().collect();
-    for l in labels {
-        if let (Some(bef), Some(aft)) = (b.before.get(&l), b.after.get(&l)) {
-            let d = metrics::interrupt_deltas(bef, aft);
-            b.step(&l).interrupts = Some(d);
-        }
-    }
-    // Agent order: by the step index that prefixes every label (stable for the rest).
-    b.steps.sort_by_key(|s| {
-        let digits: String = s.label.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse::<u64>().unwrap_or(u64::MAX)
-    });
-    let mut used = std::collections::BTreeSet::new();
-    for s in &mut b.steps {
-        let mut name = step_name(&s.label);
-        if !used.insert(name.clone()) {
-            name = step_name(&s.label.replace('-', "_"));
-            name = format!("{name}_{}", used.len());
-            used.insert(name.clone());
-        }
-        s.name = name;
-    }
-    b.rescans.sort_by_key(|(i, _)| *i);
-    b.guest.rescans = b.rescans.drain(..).map(|(_, r)| r).collect();
+    b.finish_steps();
 
     let mut m = BTreeMap::new();
     for s in &b.steps {
@@ -284,25 +344,7 @@ pub(super) fn build(
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| v.is_finite());
     }
-    let status = match b.status.take() {
-        None => RunStatus::Failed {
-            reason: "the guest sent no status artefact".into(),
-        },
-        Some(GuestStatus::Fail(r)) => RunStatus::Failed { reason: r },
-        Some(GuestStatus::Ok) => {
-            if let Some(s) = b.steps.iter().find(|s| s.rc.is_some_and(|rc| rc != 0)) {
-                RunStatus::Failed {
-                    reason: format!("step {} exited {}", s.label, s.rc.unwrap_or(0)),
-                }
-            } else if b.guest.verify.as_ref().is_some_and(|v| !v.ok) {
-                RunStatus::Failed {
-                    reason: "verify failed".into(),
-                }
-            } else {
-                RunStatus::Ok
-            }
-        }
-    };
+    let status = b.run_status();
     RunResult {
         schema_version: SCHEMA_VERSION,
         info,

@@ -149,40 +149,45 @@ fn hist_sums(text: &str) -> (u64, u64) {
     (hits, lat)
 }
 
+/// A `vb_lockwait` event whose stack frames are still being read: pid, end ns, lat ns, frames.
+type Pending = Option<(u64, u64, u64, Vec<String>)>;
+
+/// The pending lock wait, if any, with its site and caller taken from its frames.
+fn finish(p: &mut Pending, out: &mut LockWaits) {
+    if let Some((pid, end_ns, lat_ns, frames)) = p.take() {
+        let site = lock_site(frames.iter().map(String::as_str)).map(str::to_string);
+        let caller = site.as_ref().and_then(|s| {
+            let names: Vec<&str> = frames
+                .iter()
+                .map(|f| {
+                    f.split('+')
+                        .next()
+                        .unwrap_or("")
+                        .split('.')
+                        .next()
+                        .unwrap_or("")
+                })
+                .collect();
+            let i = names.iter().position(|n| n == s)?;
+            names.get(i + 1).map(|c| c.to_string())
+        });
+        out.lock_waits.push(Wait {
+            pid,
+            end_ns,
+            lat_ns,
+            site: Some(site.unwrap_or_else(|| "(unknown)".into())),
+            caller,
+        });
+    }
+}
+
 /// Parses a `locks.<step>` artefact.
 pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
     let mut out = LockWaits::default();
     let mut section = String::new();
     let mut hist: BTreeMap<String, String> = BTreeMap::new();
-    let mut pending: Option<(u64, u64, u64, Vec<String>)> = None; // pid, end, lat, frames
+    let mut pending: Pending = None;
     let mut any = false;
-    let finish = |p: &mut Option<(u64, u64, u64, Vec<String>)>, out: &mut LockWaits| {
-        if let Some((pid, end_ns, lat_ns, frames)) = p.take() {
-            let site = lock_site(frames.iter().map(String::as_str)).map(str::to_string);
-            let caller = site.as_ref().and_then(|s| {
-                let names: Vec<&str> = frames
-                    .iter()
-                    .map(|f| {
-                        f.split('+')
-                            .next()
-                            .unwrap_or("")
-                            .split('.')
-                            .next()
-                            .unwrap_or("")
-                    })
-                    .collect();
-                let i = names.iter().position(|n| n == s)?;
-                names.get(i + 1).map(|c| c.to_string())
-            });
-            out.lock_waits.push(Wait {
-                pid,
-                end_ns,
-                lat_ns,
-                site: Some(site.unwrap_or_else(|| "(unknown)".into())),
-                caller,
-            });
-        }
-    };
     for raw in text.lines() {
         let line = raw.trim_end();
         if let Some(e) = line.trim().strip_prefix("error=") {
@@ -197,43 +202,7 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
         if let Some(h) = line.strip_prefix("## ") {
             finish(&mut pending, &mut out);
             any = true;
-            let mut w = h.split_whitespace();
-            let kind = w.next().unwrap_or("");
-            match kind {
-                "pids" => out.pids = w.filter_map(|p| p.parse().ok()).collect(),
-                "comm" => {
-                    if let (Some(Ok(p)), Some(c)) = (w.next().map(str::parse), w.next()) {
-                        out.comms.insert(p, c.to_string());
-                    }
-                }
-                "dropped" => out.dropped = w.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-                "clock" => out.clock = w.next().unwrap_or("").to_string(),
-                "ctxsw" => {
-                    let pid = w.next().and_then(|p| p.parse().ok());
-                    let rest = h.split_once(' ').map_or("", |x| x.1);
-                    if let (Some(pid), Some(b), Some(a)) =
-                        (pid, field(rest, "vol_before"), field(rest, "vol_after"))
-                    {
-                        out.voluntary.insert(pid, a.saturating_sub(b));
-                    }
-                }
-                "base" => {
-                    for t in w {
-                        if let Some((k, v)) = t.split_once('=') {
-                            if let Ok(v) = v.parse() {
-                                out.base.insert(k.to_string(), v);
-                            }
-                        }
-                    }
-                }
-                "hist" => {
-                    section = format!("hist {}", w.next().unwrap_or(""));
-                    continue;
-                }
-                "trace" | "end" => {}
-                _ => out.bad_lines += 1,
-            }
-            section = kind.to_string();
+            section = section_header(h, &mut out);
             continue;
         }
         if let Some(name) = section.strip_prefix("hist ") {
@@ -253,42 +222,93 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
             continue;
         }
         finish(&mut pending, &mut out);
-        if let Some((ts, rest)) = event(line, "vb_lockwait") {
-            match (ts, field(rest, "pid"), field(rest, "lat")) {
-                (Some(end), Some(pid), Some(lat)) => pending = Some((pid, end, lat, Vec::new())),
-                _ => out.bad_lines += 1,
-            }
-        } else if let Some((ts, rest)) = event(line, "vb_dwait") {
-            match (ts, field(rest, "pid"), field(rest, "lat")) {
-                (Some(end_ns), Some(pid), Some(lat_ns)) => out.d_waits.push(Wait {
-                    pid,
-                    end_ns,
-                    lat_ns,
-                    site: None,
-                    caller: None,
-                }),
-                _ => out.bad_lines += 1,
-            }
-        } else if let Some((ts, rest)) = event(line, "tracing_mark_write") {
-            match (rest.trim(), ts) {
-                ("vb-window-start", Some(t)) => out.window = Some((t, t)),
-                ("vb-window-end", Some(t)) => {
-                    if let Some(w) = out.window.as_mut() {
-                        w.1 = t;
-                    }
-                }
-                _ => out.bad_lines += 1,
-            }
-        } else {
-            out.bad_lines += 1;
-        }
+        trace_event(line, &mut pending, &mut out);
     }
     finish(&mut pending, &mut out);
     if !any {
         return Err(MetricsError::Empty);
     }
+    hist_totals(&hist, &mut out);
+    Ok(out)
+}
+
+/// A `## KIND ...` line (`h` is what follows `## `): its fields into `out`; the section it
+/// opens (`hist NAME` for a histogram).
+fn section_header(h: &str, out: &mut LockWaits) -> String {
+    let mut w = h.split_whitespace();
+    let kind = w.next().unwrap_or("");
+    match kind {
+        "pids" => out.pids = w.filter_map(|p| p.parse().ok()).collect(),
+        "comm" => {
+            if let (Some(Ok(p)), Some(c)) = (w.next().map(str::parse), w.next()) {
+                out.comms.insert(p, c.to_string());
+            }
+        }
+        "dropped" => out.dropped = w.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+        "clock" => out.clock = w.next().unwrap_or("").to_string(),
+        "ctxsw" => {
+            let pid = w.next().and_then(|p| p.parse().ok());
+            let rest = h.split_once(' ').map_or("", |x| x.1);
+            if let (Some(pid), Some(b), Some(a)) =
+                (pid, field(rest, "vol_before"), field(rest, "vol_after"))
+            {
+                out.voluntary.insert(pid, a.saturating_sub(b));
+            }
+        }
+        "base" => {
+            for t in w {
+                if let Some((k, v)) = t.split_once('=') {
+                    if let Ok(v) = v.parse() {
+                        out.base.insert(k.to_string(), v);
+                    }
+                }
+            }
+        }
+        "hist" => return format!("hist {}", w.next().unwrap_or("")),
+        "trace" | "end" => {}
+        _ => out.bad_lines += 1,
+    }
+    kind.to_string()
+}
+
+/// One recorded event of the `## trace` section (not a stack frame): a lock wait (pending until
+/// its frames are read), a D sleep or a window marker; anything else is a bad line.
+fn trace_event(line: &str, pending: &mut Pending, out: &mut LockWaits) {
+    if let Some((ts, rest)) = event(line, "vb_lockwait") {
+        match (ts, field(rest, "pid"), field(rest, "lat")) {
+            (Some(end), Some(pid), Some(lat)) => *pending = Some((pid, end, lat, Vec::new())),
+            _ => out.bad_lines += 1,
+        }
+    } else if let Some((ts, rest)) = event(line, "vb_dwait") {
+        match (ts, field(rest, "pid"), field(rest, "lat")) {
+            (Some(end_ns), Some(pid), Some(lat_ns)) => out.d_waits.push(Wait {
+                pid,
+                end_ns,
+                lat_ns,
+                site: None,
+                caller: None,
+            }),
+            _ => out.bad_lines += 1,
+        }
+    } else if let Some((ts, rest)) = event(line, "tracing_mark_write") {
+        match (rest.trim(), ts) {
+            ("vb-window-start", Some(t)) => out.window = Some((t, t)),
+            ("vb-window-end", Some(t)) => {
+                if let Some(w) = out.window.as_mut() {
+                    w.1 = t;
+                }
+            }
+            _ => out.bad_lines += 1,
+        }
+    } else {
+        out.bad_lines += 1;
+    }
+}
+
+/// The step's histogram totals (rule 2's cross-check): each hist's sums minus the step's base.
+fn hist_totals(hist: &BTreeMap<String, String>, out: &mut LockWaits) {
     let base = |k: &str| out.base.get(k).copied().unwrap_or(0);
-    out.hist_lockwait = hist.get("lockwait").map_or((0, 0), |h| {
+    let lockwait = hist.get("lockwait").map_or((0, 0), |h| {
         // The event has two hists (by stack, by pid): each sums every wait once.
         let (hits, lat) = hist_sums(h);
         (
@@ -296,17 +316,19 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
             lat.saturating_sub(base("lockwait_lat")) / 2,
         )
     });
-    out.hist_dwait = hist.get("dwait-pid").map_or((0, 0), |h| {
+    let dwait = hist.get("dwait-pid").map_or((0, 0), |h| {
         let (hits, lat) = hist_sums(h);
         (
             hits.saturating_sub(base("dwait_hits")),
             lat.saturating_sub(base("dwait_lat")),
         )
     });
-    out.hist_begins = hist
+    let begins = hist
         .get("begin")
         .map_or(0, |h| hist_sums(h).0.saturating_sub(base("begin_hits")));
-    Ok(out)
+    out.hist_lockwait = lockwait;
+    out.hist_dwait = dwait;
+    out.hist_begins = begins;
 }
 
 /// Per-site sums of the lock waits.
