@@ -166,48 +166,112 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// Features and protocol features: returns the virtio features set and whether the backend
+/// speaks the protocol-feature extension.
+fn negotiate(frontend: &mut Frontend, opts: &ConnectOptions) -> Result<(u64, bool), FrontendError> {
+    let offered = frontend.get_features().map_err(vu("GET_FEATURES"))?;
+    let mut features = offered;
+    if !opts.event_idx {
+        features &= !(1 << VIRTIO_RING_F_EVENT_IDX);
+    }
+    if !opts.indirect {
+        features &= !(1 << VIRTIO_RING_F_INDIRECT_DESC);
+    }
+    let has_proto = offered & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0;
+    if has_proto {
+        let proto = frontend
+            .get_protocol_features()
+            .map_err(vu("GET_PROTOCOL_FEATURES"))?;
+        let mut want = VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+        if opts.inflight {
+            want |= VhostUserProtocolFeatures::INFLIGHT_SHMFD;
+        }
+        frontend
+            .set_protocol_features(proto & want)
+            .map_err(vu("SET_PROTOCOL_FEATURES"))?;
+        if proto.contains(VhostUserProtocolFeatures::MQ) {
+            let n = frontend.get_queue_num().map_err(vu("GET_QUEUE_NUM"))?;
+            if n < u64::from(opts.num_queues) {
+                return Err(FrontendError::VhostUser(format!(
+                    "backend has {n} queues, {} requested",
+                    opts.num_queues
+                )));
+            }
+        }
+    }
+    frontend
+        .set_features(features)
+        .map_err(vu("SET_FEATURES"))?;
+    Ok((features, has_proto))
+}
+
+/// A new split ring for queue `q` in `ram`, handed to the backend with its eventfds and
+/// enabled.
+fn start_queue(
+    frontend: &mut Frontend,
+    ram: &Arc<GuestRam>,
+    opts: &ConnectOptions,
+    features: u64,
+    has_proto: bool,
+    q: u16,
+) -> Result<QueueHandle, FrontendError> {
+    let event_idx = features & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
+    let ring = SplitRing::new(ram, opts.queue_size, event_idx, opts.reserved_descriptors)?;
+    let (d, a, u) = ring.addresses();
+    let i = usize::from(q);
+    frontend
+        .set_vring_num(i, opts.queue_size)
+        .map_err(vu("SET_VRING_NUM"))?;
+    frontend
+        .set_vring_addr(
+            i,
+            &VringConfigData {
+                queue_max_size: opts.queue_size,
+                queue_size: opts.queue_size,
+                flags: 0,
+                desc_table_addr: ram.host_addr(d)?,
+                used_ring_addr: ram.host_addr(u)?,
+                avail_ring_addr: ram.host_addr(a)?,
+                log_addr: None,
+            },
+        )
+        .map_err(vu("SET_VRING_ADDR"))?;
+    frontend
+        .set_vring_base(i, 0)
+        .map_err(vu("SET_VRING_BASE"))?;
+    let call = EventFd::new(EFD_NONBLOCK)?;
+    let kick = EventFd::new(EFD_NONBLOCK)?;
+    frontend
+        .set_vring_call(i, &call)
+        .map_err(vu("SET_VRING_CALL"))?;
+    frontend
+        .set_vring_kick(i, &kick)
+        .map_err(vu("SET_VRING_KICK"))?;
+    if has_proto {
+        frontend
+            .set_vring_enable(i, true)
+            .map_err(vu("SET_VRING_ENABLE"))?;
+    }
+    Ok(QueueHandle {
+        index: q,
+        ring,
+        ram: ram.clone(),
+        kick,
+        call,
+        indirect: features & (1 << VIRTIO_RING_F_INDIRECT_DESC) != 0,
+    })
+}
+
 impl Connection {
     /// Connects, negotiates and starts `opts.num_queues` queues.
     pub fn connect(path: &Path, opts: &ConnectOptions) -> Result<Self, FrontendError> {
         let mut frontend =
             Frontend::connect(path, u64::from(opts.num_queues)).map_err(vu("connect"))?;
         frontend.set_owner().map_err(vu("SET_OWNER"))?;
-        let offered = frontend.get_features().map_err(vu("GET_FEATURES"))?;
-        let mut features = offered;
-        if !opts.event_idx {
-            features &= !(1 << VIRTIO_RING_F_EVENT_IDX);
-        }
-        if !opts.indirect {
-            features &= !(1 << VIRTIO_RING_F_INDIRECT_DESC);
-        }
-        let has_proto = offered & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0;
-        if has_proto {
-            let proto = frontend
-                .get_protocol_features()
-                .map_err(vu("GET_PROTOCOL_FEATURES"))?;
-            let mut want = VhostUserProtocolFeatures::MQ
-                | VhostUserProtocolFeatures::CONFIG
-                | VhostUserProtocolFeatures::REPLY_ACK
-                | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
-            if opts.inflight {
-                want |= VhostUserProtocolFeatures::INFLIGHT_SHMFD;
-            }
-            frontend
-                .set_protocol_features(proto & want)
-                .map_err(vu("SET_PROTOCOL_FEATURES"))?;
-            if proto.contains(VhostUserProtocolFeatures::MQ) {
-                let n = frontend.get_queue_num().map_err(vu("GET_QUEUE_NUM"))?;
-                if n < u64::from(opts.num_queues) {
-                    return Err(FrontendError::VhostUser(format!(
-                        "backend has {n} queues, {} requested",
-                        opts.num_queues
-                    )));
-                }
-            }
-        }
-        frontend
-            .set_features(features)
-            .map_err(vu("SET_FEATURES"))?;
+        let (features, has_proto) = negotiate(&mut frontend, opts)?;
         let inflight = if opts.inflight && has_proto {
             Some(inflight_area(&mut frontend, opts)?)
         } else {
@@ -217,55 +281,9 @@ impl Connection {
         frontend
             .set_mem_table(&[ram.region_info()?])
             .map_err(vu("SET_MEM_TABLE"))?;
-        let event_idx = features & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
-        let indirect = features & (1 << VIRTIO_RING_F_INDIRECT_DESC) != 0;
-        let mut queues = Vec::new();
-        for q in 0..opts.num_queues {
-            let ring = SplitRing::new(&ram, opts.queue_size, event_idx, opts.reserved_descriptors)?;
-            let (d, a, u) = ring.addresses();
-            let i = usize::from(q);
-            frontend
-                .set_vring_num(i, opts.queue_size)
-                .map_err(vu("SET_VRING_NUM"))?;
-            frontend
-                .set_vring_addr(
-                    i,
-                    &VringConfigData {
-                        queue_max_size: opts.queue_size,
-                        queue_size: opts.queue_size,
-                        flags: 0,
-                        desc_table_addr: ram.host_addr(d)?,
-                        used_ring_addr: ram.host_addr(u)?,
-                        avail_ring_addr: ram.host_addr(a)?,
-                        log_addr: None,
-                    },
-                )
-                .map_err(vu("SET_VRING_ADDR"))?;
-            frontend
-                .set_vring_base(i, 0)
-                .map_err(vu("SET_VRING_BASE"))?;
-            let call = EventFd::new(EFD_NONBLOCK)?;
-            let kick = EventFd::new(EFD_NONBLOCK)?;
-            frontend
-                .set_vring_call(i, &call)
-                .map_err(vu("SET_VRING_CALL"))?;
-            frontend
-                .set_vring_kick(i, &kick)
-                .map_err(vu("SET_VRING_KICK"))?;
-            if has_proto {
-                frontend
-                    .set_vring_enable(i, true)
-                    .map_err(vu("SET_VRING_ENABLE"))?;
-            }
-            queues.push(Some(QueueHandle {
-                index: q,
-                ring,
-                ram: ram.clone(),
-                kick,
-                call,
-                indirect,
-            }));
-        }
+        let queues = (0..opts.num_queues)
+            .map(|q| start_queue(&mut frontend, &ram, opts, features, has_proto, q).map(Some))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             frontend,
             ram,
