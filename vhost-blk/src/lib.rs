@@ -15,19 +15,25 @@
 //! The in-process vhost-user frontend of the tests and `vhost-blk-bench` is a crate of its own
 //! (`vhost-blk-frontend`), not part of this library.
 
-// No panic on guest input. In the library's non-test code `unwrap`/`expect` are errors (an
-// exception is allowed in place, with its reason); indexing and slicing are errors in the
-// modules that read guest memory or guest-given values (device::chain, blk::request and
-// config_space, scsi::virtio and control, storage, scsi::emulation::io), where every access is
-// a checked `get`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// No panic on guest input. In the library's non-test code `unwrap`, `expect`, `panic!` and
+// `unreachable!` are errors (an exception is allowed in place, with its reason; the two
+// binaries deny the same); indexing and slicing are errors in the modules that read guest
+// memory or guest-given values (device::chain, blk::request and config_space, scsi::virtio,
+// control and config_space, storage, scsi::emulation and all below it), where every access is
+// a checked `get` or a constant offset into an array.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
 
 pub mod blk;
 pub mod completion;
 pub mod config;
-// daemon/ is being reworked on its own branch (relay, signals); its unwrap/expect pass comes
-// with that work. Remove this allow when it lands.
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod daemon;
 pub mod device;
 pub mod scsi;

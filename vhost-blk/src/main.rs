@@ -1,5 +1,16 @@
 //! `vhost-blk`: parse the command line, validate it into a `Config`, run the daemon.
 
+// As the library (lib.rs): no unwrap, expect, panic or unreachable outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+
 use clap::Parser;
 use vhost_blk::config::{Args, Config, DeviceKind};
 

@@ -6,6 +6,18 @@
 //! handler over a private connection, so that the inflight messages can be answered: a
 //! backend restarted on the same socket (a supervisor, QEMU `reconnect=`) resubmits what its
 //! predecessor had in flight.
+//!
+//! Rules:
+//! 1. Every failure is a [`DaemonError`] returned to `main`, which prints it on one line and
+//!    exits with [`DaemonError::exit_code`] (2: what the user asked for cannot be done, 1: a
+//!    failure while serving). Nothing here panics; the socket this run bound is removed on
+//!    every way out of [`run`] after the bind.
+//! 2. A connection that ends, however it ends, is not an error: its requests are completed,
+//!    its workers joined, the personality reset, and the next connection is accepted.
+//! 3. A poisoned mutex is used anyway (`lock`): the daemon's mutexes hold an optional
+//!    shutdown handle, a report closure or a queue's counters, each replaced or read whole, so
+//!    a holder that panicked left nothing half written, and the signal thread must still be
+//!    able to stop the daemon.
 
 mod relay;
 
@@ -49,6 +61,8 @@ pub enum DaemonError {
     VhostUser(String),
     #[error("--rt-priority {prio}: sched_setscheduler(SCHED_FIFO): {source}")]
     Realtime { prio: u8, source: std::io::Error },
+    #[error("cannot start the signal thread: {0}")]
+    SignalThread(#[source] std::io::Error),
     #[error("{0}")]
     Other(String),
 }
@@ -110,6 +124,13 @@ struct Control {
 
 type RingReport = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
+/// Rule 3: a poisoned lock is taken anyway. What the daemon's mutexes guard (an optional
+/// handle, a report closure, counters) is valid after any panic of a holder: each is replaced
+/// or read whole, never left half written.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The signals the daemon handles (in its signal thread, never asynchronously).
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1];
 
@@ -130,7 +151,7 @@ fn spawn_signal_thread(
     control: Arc<Control>,
     socket: PathBuf,
     on_usr1: Arc<dyn Fn() + Send + Sync>,
-) {
+) -> Result<(), DaemonError> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || loop {
@@ -146,18 +167,15 @@ fn spawn_signal_thread(
             }
             tracing::info!("signal {sig}: finishing in-flight requests and exiting");
             control.stop.store(true, Ordering::SeqCst);
-            let handle = control
-                .connection
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
+            let handle = lock(&control.connection).take();
             match handle {
                 Some(h) => h.shutdown(),
                 // Waiting in accept(): a connection of our own wakes it up.
                 None => drop(UnixStream::connect(&socket)),
             }
         })
-        .expect("spawn signal thread");
+        .map(drop)
+        .map_err(DaemonError::SignalThread)
 }
 
 /// `--rt-priority`: this thread SCHED_FIFO at `prio`, before any other thread exists, so that
@@ -258,11 +276,7 @@ impl StatsRegistry {
     }
 
     fn snapshot(&self) -> DeviceStats {
-        let copies: Vec<QueueStats> = self
-            .queues
-            .iter()
-            .map(|q| q.lock().unwrap_or_else(|e| e.into_inner()).clone())
-            .collect();
+        let copies: Vec<QueueStats> = self.queues.iter().map(|q| lock(q).clone()).collect();
         DeviceStats::collect(Some(self.model.clone()), copies.iter())
     }
 
@@ -301,17 +315,16 @@ fn serve<P: Personality>(
         Arc::new(move || {
             let line = stats.export();
             tracing::info!("{line}");
-            let rings = control
-                .rings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let rings = lock(&control.rings).clone();
             for line in rings.map(|r| r()).unwrap_or_default() {
                 tracing::info!("{line}");
             }
         })
     };
-    spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1);
+    if let Err(e) = spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1) {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
     let opts = BackendOptions {
         model: config.completion.clone(),
         queue_size: config.queue_size,
@@ -352,6 +365,11 @@ fn private_pair() -> std::io::Result<(Listener, UnixStream)> {
     Ok((Listener::from(l), s))
 }
 
+fn vhost_user(what: &str, e: &dyn std::fmt::Display) -> DaemonError {
+    DaemonError::VhostUser(format!("{what}: {e}"))
+}
+
+/// Serves one frontend connection after another until SIGINT/SIGTERM.
 fn serve_connections<P: Personality>(
     listener: &UnixListener,
     personality: Arc<P>,
@@ -360,16 +378,46 @@ fn serve_connections<P: Personality>(
     stats: &StatsRegistry,
 ) -> Result<(), DaemonError> {
     let mut connections = 0u64;
-    let vu = |what: &str, e: &dyn std::fmt::Display| DaemonError::VhostUser(format!("{what}: {e}"));
     while !control.stop.load(Ordering::SeqCst) {
         let front = match listener.accept() {
             Ok((s, _)) => s,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(vu("accept", &e)),
+            Err(e) => return Err(vhost_user("accept", &e)),
         };
         if control.stop.load(Ordering::SeqCst) {
             break;
         }
+        let conn = Connection::start(front, &personality, &opts, stats)?;
+        conn.publish(control);
+        if control.stop.load(Ordering::SeqCst) {
+            conn.daemon.request_shutdown();
+        } else {
+            connections += 1;
+            tracing::info!(connection = connections, "frontend connected");
+        }
+        conn.finish(control);
+        personality.reset();
+    }
+    Ok(())
+}
+
+/// One frontend connection: vhost-user-backend's daemon on a fresh device backend, and the
+/// relay between the frontend and the daemon's handler.
+struct Connection<P: Personality> {
+    backend: Arc<DeviceBackend<P>>,
+    daemon: VhostUserDaemon<Arc<DeviceBackend<P>>>,
+    relay: relay::Relay,
+}
+
+impl<P: Personality> Connection<P> {
+    /// A new device backend over fresh guest memory, its daemon started on a private
+    /// connection, and the relay from `front` to it.
+    fn start(
+        front: UnixStream,
+        personality: &Arc<P>,
+        opts: &BackendOptions,
+        stats: &StatsRegistry,
+    ) -> Result<Self, DaemonError> {
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
         let backend = Arc::new(
             DeviceBackend::new(
@@ -378,7 +426,7 @@ fn serve_connections<P: Personality>(
                 opts.clone(),
                 &stats.queues,
             )
-            .map_err(|e| DaemonError::VhostUser(format!("creating the backend: {e}")))?,
+            .map_err(|e| vhost_user("creating the backend", &e))?,
         );
         let daemon = VhostUserDaemon::new("vhost-blk".into(), backend.clone(), mem);
         // Every worker's exit event is registered (or creation failed): close the descriptors
@@ -387,37 +435,40 @@ fn serve_connections<P: Personality>(
         let mut daemon = daemon.map_err(|e| DaemonError::VhostUser(e.to_string()))?;
         backend
             .register_listeners(&daemon.get_epoll_handlers())
-            .map_err(|e| DaemonError::VhostUser(format!("registering listeners: {e}")))?;
-        let (mut inner, back) = private_pair().map_err(|e| vu("private connection", &e))?;
+            .map_err(|e| vhost_user("registering listeners", &e))?;
+        let (mut inner, back) = private_pair().map_err(|e| vhost_user("private connection", &e))?;
         daemon
             .start(&mut inner)
             .map_err(|e| DaemonError::VhostUser(e.to_string()))?;
         drop(inner);
         let relay = relay::Relay::spawn(front, back, backend.clone(), opts.queue_size)
-            .map_err(|e| vu("relay", &e))?;
-        *control.connection.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
-        *control.rings.lock().unwrap_or_else(|e| e.into_inner()) = Some({
-            let b = backend.clone();
-            Arc::new(move || b.ring_report())
-        });
-        if control.stop.load(Ordering::SeqCst) {
-            daemon.request_shutdown();
-        } else {
-            connections += 1;
-            tracing::info!(connection = connections, "frontend connected");
-        }
+            .map_err(|e| vhost_user("relay", &e))?;
+        Ok(Self {
+            backend,
+            daemon,
+            relay,
+        })
+    }
+
+    /// Hands the signal thread this connection's shutdown handle and ring report.
+    fn publish(&self, control: &Control) {
+        *lock(&control.connection) = self.daemon.shutdown_handle();
+        let b = self.backend.clone();
+        *lock(&control.rings) = Some(Arc::new(move || b.ring_report()));
+    }
+
+    /// Waits for the connection to end, then completes what the device still holds and
+    /// stops the workers.
+    fn finish(self, control: &Control) {
+        let Self {
+            backend,
+            mut daemon,
+            relay,
+        } = self;
         let r = daemon.wait();
         relay.join();
-        control
-            .rings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        control
-            .connection
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        lock(&control.rings).take();
+        lock(&control.connection).take();
         // Requests the device finished but the latency model still holds are completed.
         backend.flush_all();
         match r {
@@ -432,9 +483,7 @@ fn serve_connections<P: Personality>(
         }
         // Dropping the daemon sends each worker its exit event and joins it.
         drop(daemon);
-        personality.reset();
     }
-    Ok(())
 }
 
 #[cfg(test)]

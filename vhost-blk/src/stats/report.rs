@@ -120,11 +120,9 @@ impl DeviceStats {
         }
     }
 
-    // Plain numbers and strings in structs: serde_json fails only on maps with non-string keys
-    // or a failing Serialize impl, neither of which is here.
-    #[allow(clippy::expect_used)]
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("plain data serializes")
+    /// The snapshot as pretty JSON.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
     }
 
     /// One line for the log.
@@ -169,6 +167,8 @@ pub enum StatsError {
         #[source]
         source: io::Error,
     },
+    #[error("stats as JSON: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Writes stats files atomically: a temporary file in the same directory, fsync, rename.
@@ -188,7 +188,7 @@ impl StatsExporter {
 
     /// Replaces the file with `stats` as JSON; readers see the old or the new file, never a part.
     pub fn export(&self, stats: &DeviceStats) -> Result<(), StatsError> {
-        write_atomic(&self.path, stats.to_json().as_bytes()).map_err(|source| StatsError::Write {
+        write_atomic(&self.path, stats.to_json()?.as_bytes()).map_err(|source| StatsError::Write {
             path: self.path.clone(),
             source,
         })
@@ -240,7 +240,7 @@ mod tests {
         );
         assert_eq!(dev.total.interrupts, 2);
         assert_eq!(dev.total.service_us.mean, 100.0);
-        let json: serde_json::Value = serde_json::from_str(&dev.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&dev.to_json().unwrap()).unwrap();
         assert_eq!(json["queues"][1]["queue"], 1);
         assert_eq!(json["total"]["irq_delay_us"]["max"], 30.0);
         assert_eq!(json["total"]["irq_late"], 1);

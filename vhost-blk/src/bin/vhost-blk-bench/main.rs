@@ -21,6 +21,17 @@
 //! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
 //! the throughput per backend CPU-second.
 
+// As the library: no unwrap/expect outside tests (lib.rs).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+
 mod args;
 mod blkio_client;
 mod report;
@@ -59,6 +70,12 @@ enum BenchError {
     Json(PathBuf, std::io::Error),
     #[error("blkio: {0}")]
     Blkio(String),
+    #[error("queue {0} is not connected")]
+    NoQueue(usize),
+    #[error("a bench thread panicked")]
+    ThreadPanicked,
+    #[error("report as JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
 }
 
 /// Results of one queue.
@@ -353,7 +370,7 @@ pub(crate) fn run_measured<W: Send>(
         cpu_at_start = args.backend_pid.map(cpu_seconds);
         let mut all = Vec::new();
         for h in handles {
-            all.extend(h.join().expect("bench thread panicked")?);
+            all.extend(h.join().map_err(|_| BenchError::ThreadPanicked)??);
         }
         Ok::<_, BenchError>(all)
     })?;
@@ -387,8 +404,11 @@ fn run_bench(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchError>
         Device::Scsi => FIRST_REQUEST_QUEUE,
     };
     let mut queues: Vec<QueueHandle> = (0..usize::from(args.queues))
-        .map(|i| conn.take_queue(first + i).expect("connected queue"))
-        .collect();
+        .map(|i| {
+            conn.take_queue(first + i)
+                .ok_or(BenchError::NoQueue(first + i))
+        })
+        .collect::<Result<_, _>>()?;
     // virtio-scsi: the capacity comes from READ CAPACITY(16), one completion on the first queue.
     let (sectors, block_size, probed) = match args.device {
         Device::Blk => {
@@ -494,9 +514,13 @@ fn main() -> ExitCode {
         println!("backend cpu {cpu:.2} s, {per:.0} ops per backend CPU-second");
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).expect("plain data serializes");
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("vhost-blk-bench: {}", BenchError::Json(path.clone(), e));
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(BenchError::from)
+            .and_then(|text| {
+                std::fs::write(path, text + "\n").map_err(|e| BenchError::Json(path.clone(), e))
+            });
+        if let Err(e) = written {
+            eprintln!("vhost-blk-bench: {e}");
             return ExitCode::from(1);
         }
     }

@@ -57,7 +57,7 @@ pub fn check_framing(cdb: &[u8]) -> Result<(), Sense> {
             // The CDB ends before its own fields do: point at the first missing byte.
             return Err(Sense::invalid_cdb_field(cdb.len() as u16, None));
         }
-        let control = cdb[need - 1];
+        let control = cdb.get(need - 1).copied().unwrap_or(0);
         if control & 0x07 != 0 {
             return Err(Sense::invalid_cdb_field((need - 1) as u16, Some(2)));
         }
@@ -65,37 +65,60 @@ pub fn check_framing(cdb: &[u8]) -> Result<(), Sense> {
     Ok(())
 }
 
+/// The longest CDB this target decodes (the 16-byte group).
+pub const CDB_MAX: usize = 16;
+
+/// A CDB as the commands read it: its first [`CDB_MAX`] bytes, zero-padded. Commands read
+/// fields at constant offsets within their own CDB length, which [`check_framing`] checked, so
+/// the padding is never read as a field.
+pub type Cdb = [u8; CDB_MAX];
+
+/// The [`Cdb`] of `cdb` (longer CDBs are cut to [`CDB_MAX`] bytes).
+pub fn padded(cdb: &[u8]) -> Cdb {
+    let mut c = [0u8; CDB_MAX];
+    c.iter_mut().zip(cdb).for_each(|(d, s)| *d = *s);
+    c
+}
+
+/// `N` bytes of `b` at `at`; bytes past the end of `b` read as zero (callers check lengths
+/// first: this only keeps a wrong offset from panicking).
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut v = [0u8; N];
+    let src = b.get(at..).unwrap_or_default();
+    v.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
+    v
+}
+
 pub fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    u16::from_be_bytes(bytes_at(b, at))
 }
 
 pub fn be24(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+    let [x, y, z] = bytes_at(b, at);
+    u32::from_be_bytes([0, x, y, z])
 }
 
 pub fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    u32::from_be_bytes(bytes_at(b, at))
 }
 
 pub fn be64(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(v)
+    u64::from_be_bytes(bytes_at(b, at))
 }
 
 /// Fails with INVALID FIELD IN CDB if any of `bytes` of the CDB is non-zero.
 pub fn reserved_zero(cdb: &[u8], bytes: std::ops::Range<usize>) -> Result<(), Sense> {
-    for i in bytes {
-        if cdb[i] != 0 {
-            return Err(Sense::invalid_cdb_field(i as u16, Some(7)));
-        }
+    let start = bytes.start;
+    let field = cdb.get(bytes).unwrap_or_default();
+    match field.iter().position(|&b| b != 0) {
+        Some(i) => Err(Sense::invalid_cdb_field((start + i) as u16, Some(7))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Fails with INVALID FIELD IN CDB if any bit of `mask` is set in CDB byte `at`.
 pub fn reserved_bits(cdb: &[u8], at: usize, mask: u8) -> Result<(), Sense> {
-    let bad = cdb[at] & mask;
+    let bad = cdb.get(at).copied().unwrap_or(0) & mask;
     if bad != 0 {
         return Err(Sense::invalid_cdb_field(
             at as u16,

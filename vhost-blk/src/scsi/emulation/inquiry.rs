@@ -37,14 +37,22 @@ pub(crate) fn inquiry(
     Ok(())
 }
 
+/// `s` left-aligned in `dst`, cut to its length, padded with spaces.
 fn pad(dst: &mut [u8], s: &str) {
-    dst.fill(b' ');
-    let n = s.len().min(dst.len());
-    dst[..n].copy_from_slice(&s.as_bytes()[..n]);
+    let src = s.bytes().chain(std::iter::repeat(b' '));
+    dst.iter_mut().zip(src).for_each(|(d, s)| *d = s);
+}
+
+/// `v` at byte `at` of `b` (a constant layout: an offset past the end is a bug the tests of
+/// the page catch, not something a guest chooses).
+fn put_at(b: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(dst) = b.get_mut(at..).and_then(|d| d.get_mut(..v.len())) {
+        dst.copy_from_slice(v);
+    }
 }
 
 fn standard(lun: Option<&Lun>, absent: AbsentQualifier) -> Vec<u8> {
-    let mut d = vec![0u8; STD_LEN];
+    let mut d = [0u8; STD_LEN];
     let (vendor, product, revision) = match lun {
         Some(l) => {
             let i = l.identity();
@@ -66,9 +74,9 @@ fn standard(lun: Option<&Lun>, absent: AbsentQualifier) -> Vec<u8> {
     pad(&mut d[32..36], revision);
     pad(&mut d[36..56], "");
     for (i, v) in VERSION_DESCRIPTORS.iter().enumerate() {
-        d[58 + 2 * i..60 + 2 * i].copy_from_slice(&v.to_be_bytes());
+        put_at(&mut d, 58 + 2 * i, &v.to_be_bytes());
     }
-    d
+    d.to_vec()
 }
 
 /// A VPD page with its 4-byte header; `None` for pages we do not have.
@@ -79,17 +87,17 @@ fn vpd(lun: &Lun, page: u8) -> Option<Vec<u8>> {
         0x83 => device_identification(lun),
         0xb0 => block_limits(lun),
         0xb1 => {
-            let mut b = vec![0u8; 0x3c];
+            let mut b = [0u8; 0x3c];
             b[1] = 0x01; // medium rotation rate 1: non-rotating
-            b
+            b.to_vec()
         }
         0xb2 => {
-            let mut b = vec![0u8; 4];
+            let mut b = [0u8; 4];
             if lun.thin_provisioning() {
                 b[1] = 0x80 | 0x40 | 0x20 | 0x04; // LBPU, LBPWS, LBPWS10, LBPRZ=001b
                 b[2] = 0x02; // provisioning type: thin
             }
-            b
+            b.to_vec()
         }
         _ => return None,
     };
@@ -120,7 +128,7 @@ fn block_limits(lun: &Lun) -> Vec<u8> {
     let per_4k = (4096 / lun.block_size()) as u16;
     let mut b = vec![0u8; 0x3c];
     // Offsets below are from the page start; the body starts at byte 4.
-    let mut put = |at: usize, v: &[u8]| b[at - 4..at - 4 + v.len()].copy_from_slice(v);
+    let mut put = |at: usize, v: &[u8]| put_at(&mut b, at - 4, v);
     put(4, &[0x01]); // WSNZ: WRITE SAME with 0 blocks is an error
     put(6, &per_4k.to_be_bytes()); // optimal transfer length granularity
     put(8, &lun.max_transfer_blocks().to_be_bytes());

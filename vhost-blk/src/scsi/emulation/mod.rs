@@ -26,6 +26,12 @@
 //! absent* LUNs ([`Target::list_absent_luns`]): ids a scan then probes and finds empty, as a
 //! large SAS topology makes an initiator probe and tear down many devices. Absent targets are
 //! the caller's business ([`Topology::target`] returns `None`; virtio answers BAD_TARGET).
+//!
+//! Every command reads the CDB and its parameter data with checked accesses: indexing and
+//! slicing are lint errors in this module and those below it (a constant offset into the
+//! padded [`cdb::Cdb`] array is checked by the compiler).
+
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 mod capacity;
 pub mod cdb;
@@ -96,7 +102,11 @@ impl Response {
 
     /// The sense key/ASC/ASCQ of a CHECK CONDITION, for logs and tests.
     pub fn sense_code(&self) -> Option<(u8, u8, u8)> {
-        (self.sense.len() >= 14).then(|| (self.sense[2] & 0x0f, self.sense[12], self.sense[13]))
+        let s: &[u8] = &self.sense;
+        match (s.get(2), s.get(12), s.get(13)) {
+            (Some(key), Some(&asc), Some(&ascq)) => Some((key & 0x0f, asc, ascq)),
+            _ => None,
+        }
     }
 }
 
@@ -235,7 +245,8 @@ impl Lun {
 
 /// One command in flight: the CDB and the buffers.
 pub(crate) struct Cmd<'c, 'a, 'b> {
-    pub cdb: &'c [u8],
+    /// The CDB, zero-padded ([`cdb::Cdb`]): constant offsets index it without a check.
+    pub cdb: &'c cdb::Cdb,
     pub data_out: &'c [IoBuf<'c>],
     pub data_in: DataIn<'a, 'b>,
     /// Data-out bytes the command consumed.
@@ -393,8 +404,9 @@ impl Target {
         data_in: &[IoBuf<'_>],
     ) -> Response {
         let out_len = io::out_len(data_out);
+        let padded = cdb::padded(cdb);
         let mut cmd = Cmd {
-            cdb,
+            cdb: &padded,
             data_out,
             data_in: DataIn::new(data_in),
             out_used: 0,
@@ -402,7 +414,7 @@ impl Target {
             overrun: false,
         };
         let op = cdb.first().copied();
-        let result = self.run(lun, &mut cmd);
+        let result = self.run(lun, cdb, &mut cmd);
         let in_cap = cmd.data_in.capacity();
         let (data_in_len, sense, status) = match result {
             Ok(()) => (cmd.data_in.written(), SenseData::NONE, GOOD),
@@ -424,8 +436,10 @@ impl Target {
         }
     }
 
-    fn run(&self, lun: u16, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
-        cdb::check_framing(cmd.cdb)?;
+    /// `raw` is the CDB as the initiator sent it (its length is checked here), `cmd.cdb` the
+    /// same padded.
+    fn run(&self, lun: u16, raw: &[u8], cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> {
+        cdb::check_framing(raw)?;
         let op = cmd.cdb[0];
         let unit = self.lun(lun);
         match (op, unit) {
@@ -471,7 +485,9 @@ impl Topology {
         if self.targets.len() <= i {
             self.targets.resize_with(i + 1, || None);
         }
-        self.targets[i] = Some(target);
+        if let Some(slot) = self.targets.get_mut(i) {
+            *slot = Some(target);
+        }
     }
 
     /// The target with this id, or `None` when it is absent.

@@ -23,7 +23,7 @@ enum Pc {
 fn page(lun: &Lun, code: u8, pc: Pc) -> Option<Vec<u8>> {
     match code {
         CACHING => {
-            let mut p = vec![0u8; 20];
+            let mut p = [0u8; 20];
             p[0] = CACHING;
             p[1] = 18;
             p[2] = match pc {
@@ -31,17 +31,17 @@ fn page(lun: &Lun, code: u8, pc: Pc) -> Option<Vec<u8>> {
                 Pc::Current => 0,
                 Pc::Changeable | Pc::Default => WCE,
             };
-            Some(p)
+            Some(p.to_vec())
         }
         CONTROL => {
-            let mut p = vec![0u8; 12];
+            let mut p = [0u8; 12];
             p[0] = CONTROL;
             p[1] = 10;
             if pc != Pc::Changeable {
                 p[3] = 0x10; // queue algorithm modifier 1: unrestricted reordering
                 p[8..10].copy_from_slice(&0xffffu16.to_be_bytes()); // busy timeout: unlimited
             }
-            Some(p)
+            Some(p.to_vec())
         }
         _ => None,
     }
@@ -81,20 +81,21 @@ pub(crate) fn mode_sense(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sen
     let block_desc = if dbd {
         Vec::new()
     } else if llbaa {
-        let mut d = vec![0u8; 16];
+        let mut d = [0u8; 16];
         if pc != Pc::Changeable {
             d[..8].copy_from_slice(&lun.blocks().to_be_bytes());
             d[12..16].copy_from_slice(&lun.block_size().to_be_bytes());
         }
-        d
+        d.to_vec()
     } else {
-        let mut d = vec![0u8; 8];
+        let mut d = [0u8; 8];
         if pc != Pc::Changeable {
             let n = u32::try_from(lun.blocks()).unwrap_or(u32::MAX);
             d[..4].copy_from_slice(&n.to_be_bytes());
-            d[5..8].copy_from_slice(&lun.block_size().to_be_bytes()[1..]);
+            let [_, size @ ..] = lun.block_size().to_be_bytes();
+            d[5..8].copy_from_slice(&size);
         }
-        d
+        d.to_vec()
     };
     let dev_specific = if lun.read_only() { 0x80 } else { 0 } | 0x10; // WP, DPOFUA
     let mut d = Vec::with_capacity(8 + block_desc.len() + pages.len());
@@ -147,71 +148,90 @@ pub(crate) fn mode_select(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Se
 /// Validates a MODE SELECT parameter list; returns the new WCE bit if a caching page was sent.
 fn parse_select(lun: &Lun, p: &[u8], ten: bool) -> Result<Option<bool>, Sense> {
     let hdr = if ten { 8 } else { 4 };
-    if p.len() < hdr {
+    let Some(header) = p.get(..hdr) else {
         return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
-    }
+    };
     let (bd_len, long) = if ten {
-        (be16(p, 6) as usize, p[4] & 1 != 0)
+        let long = header.get(4).is_some_and(|b| b & 1 != 0);
+        (be16(header, 6) as usize, long)
     } else {
-        (p[3] as usize, false)
+        (header.get(3).copied().unwrap_or(0) as usize, false)
     };
     let desc = if long { 16 } else { 8 };
     if bd_len % desc != 0 {
         return Err(Sense::invalid_param_field(if ten { 6 } else { 3 }, None));
     }
-    if hdr + bd_len > p.len() {
+    let Some(descriptors) = p.get(hdr..hdr + bd_len) else {
         return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
-    }
-    for at in (hdr..hdr + bd_len).step_by(desc) {
+    };
+    for (i, d) in descriptors.chunks_exact(desc).enumerate() {
         let (bl, field) = if long {
-            (be32(p, at + 12), at + 12)
+            (be32(d, 12), 12)
         } else {
-            (be24(p, at + 5), at + 5)
+            (be24(d, 5), 5)
         };
         if bl != 0 && bl != lun.block_size() {
-            return Err(Sense::invalid_param_field(field as u16, None));
+            return Err(Sense::invalid_param_field(
+                (hdr + i * desc + field) as u16,
+                None,
+            ));
         }
     }
     let mut wce = None;
     let mut at = hdr + bd_len;
-    while at < p.len() {
-        if p.len() - at < 2 {
-            return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
+    let mut rest = p.get(at..).unwrap_or_default();
+    while !rest.is_empty() {
+        let (new, tail) = mode_page(lun, rest, at)?;
+        if new.code == CACHING {
+            wce = Some(new.body.first().is_some_and(|b| b & WCE != 0));
         }
-        if p[at] & 0x40 != 0 {
-            return Err(Sense::invalid_param_field(at as u16, Some(6))); // no subpages
-        }
-        let code = p[at] & 0x3f;
-        let plen = p[at + 1] as usize;
-        if at + 2 + plen > p.len() {
-            return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
-        }
-        let (Some(cur), Some(mask)) = (
-            page(lun, code, Pc::Current),
-            page(lun, code, Pc::Changeable),
-        ) else {
-            return Err(Sense::invalid_param_field(at as u16, Some(5)));
-        };
-        if plen != cur.len() - 2 {
-            return Err(Sense::invalid_param_field(at as u16 + 1, Some(7)));
-        }
-        let new = &p[at..at + 2 + plen];
-        for i in 2..cur.len() {
-            let mask = if code == CACHING && i == 2 {
-                mask[i]
-            } else {
-                0
-            };
-            if (new[i] ^ cur[i]) & !mask != 0 {
-                return Err(Sense::invalid_param_field((at + i) as u16, None));
-            }
-        }
-        if code == CACHING {
-            wce = Some(new[2] & WCE != 0);
-        }
-        at += 2 + plen;
+        at += 2 + new.body.len();
+        rest = tail;
     }
     Ok(wce)
+}
+
+/// A mode page of a MODE SELECT parameter list, checked against the page we report.
+struct SentPage<'p> {
+    code: u8,
+    /// The bytes after the page's 2-byte header.
+    body: &'p [u8],
+}
+
+/// The mode page at the start of `list` (at byte `at` of the parameter list) and the bytes
+/// after it. Only the changeable bits of a page we have may differ from their current values.
+fn mode_page<'p>(lun: &Lun, list: &'p [u8], at: usize) -> Result<(SentPage<'p>, &'p [u8]), Sense> {
+    let Some((&[b0, plen], after)) = list.split_first_chunk::<2>() else {
+        return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
+    };
+    if b0 & 0x40 != 0 {
+        return Err(Sense::invalid_param_field(at as u16, Some(6))); // no subpages
+    }
+    let code = b0 & 0x3f;
+    let Some((body, tail)) = after.split_at_checked(usize::from(plen)) else {
+        return Err(sense::PARAMETER_LIST_LENGTH_ERROR);
+    };
+    let (Some(cur), Some(mask)) = (
+        page(lun, code, Pc::Current),
+        page(lun, code, Pc::Changeable),
+    ) else {
+        return Err(Sense::invalid_param_field(at as u16, Some(5)));
+    };
+    let (cur, mask) = (
+        cur.get(2..).unwrap_or_default(),
+        mask.get(2..).unwrap_or_default(),
+    );
+    if body.len() != cur.len() {
+        return Err(Sense::invalid_param_field(at as u16 + 1, Some(7)));
+    }
+    for (i, ((&new, &cur), &mask)) in body.iter().zip(cur).zip(mask).enumerate() {
+        // Only the caching page's WCE byte (page byte 2) may change.
+        let mask = if code == CACHING && i == 0 { mask } else { 0 };
+        if (new ^ cur) & !mask != 0 {
+            return Err(Sense::invalid_param_field((at + 2 + i) as u16, None));
+        }
+    }
+    Ok((SentPage { code, body }, tail))
 }
 
 #[cfg(test)]
@@ -400,5 +420,33 @@ mod tests {
         );
         let r = run_out(&t, 0, &select6(&[0; 24]), &[0; 4]);
         assert!(r.overrun);
+    }
+
+    /// The parameter list is read with checked accesses (no indexing): a list cut at any byte
+    /// is a PARAMETER LIST LENGTH ERROR unless it ends on a page boundary, and an error in the
+    /// second page points at its byte in the whole list.
+    #[test]
+    fn mode_select_list_cut_anywhere_is_a_length_error() {
+        let t = one_lun(512);
+        let (_, mut full) = run_in(&t, 0, &sense6(false, 0, ALL_PAGES, 255), 255);
+        full[0] = 0;
+        // Header 4, block descriptor 8, caching page 20, control page 12.
+        assert_eq!(full.len(), 4 + 8 + 20 + 12);
+        for n in 0..=full.len() {
+            let p = &full[..n];
+            let r = run_out(&t, 0, &select6(p), p);
+            if n == 0 || [12, 32, 44].contains(&n) {
+                assert_good(&r);
+            } else {
+                assert_check(&r, SenseKey::IllegalRequest, 0x1a, 0x00);
+            }
+        }
+        // The control page's queue algorithm modifier (page byte 3) is not changeable.
+        let at = 4 + 8 + 20 + 3;
+        full[at] = 0;
+        let r = run_out(&t, 0, &select6(&full), &full);
+        assert_check(&r, SenseKey::IllegalRequest, 0x26, 0x00);
+        let pointer = u16::from_be_bytes([r.sense[16], r.sense[17]]);
+        assert_eq!((r.sense[15] & 0xc0, usize::from(pointer)), (0x80, at));
     }
 }

@@ -96,11 +96,13 @@ pub(crate) fn write_same(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sen
             .map_err(|e| storage_sense(e, true))?;
     } else {
         let chunk = len.min(PATTERN_CHUNK) as usize;
-        let pattern: Vec<u8> = block.iter().copied().cycle().take(chunk).collect();
+        let mut pattern: Vec<u8> = block.iter().copied().cycle().take(chunk).collect();
         let mut pos = 0u64;
         while pos < len {
-            let k = (len - pos).min(chunk as u64) as usize;
-            st.write_at(&pattern[..k], off + pos)
+            // Shorter than `chunk` only for the last write.
+            pattern.truncate((len - pos).min(chunk as u64) as usize);
+            let k = pattern.len();
+            st.write_at(&pattern, off + pos)
                 .map_err(|e| storage_sense(e, true))?;
             pos += k as u64;
         }

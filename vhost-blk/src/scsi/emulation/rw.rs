@@ -20,7 +20,7 @@ pub(crate) struct Addr {
 }
 
 /// Decodes LBA and transfer length by CDB size (the CDB length was checked already).
-pub(crate) fn addr(c: &[u8]) -> Result<Addr, Sense> {
+pub(crate) fn addr(c: &Cdb) -> Result<Addr, Sense> {
     Ok(match cdb_len(c[0]) {
         Some(6) => {
             reserved_bits(c, 1, 0xe0)?;
@@ -128,9 +128,8 @@ pub(crate) fn verify(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Sense> 
             let mut block = vec![0u8; k];
             gather(cmd.data_out, 0, &mut block);
             compare(lun, off, len as usize, |pos, dst| {
-                for (i, b) in dst.iter_mut().enumerate() {
-                    *b = block[(pos + i) % bs];
-                }
+                let src = block.iter().cycle().skip(pos % bs);
+                dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
                 dst.len()
             })?;
             cmd.out_used = k;
@@ -150,12 +149,15 @@ fn compare(
     let (mut medium, mut want) = (vec![0u8; chunk], vec![0u8; chunk]);
     let mut pos = 0;
     while pos < len {
+        // Shorter than `chunk` only for the last piece.
         let k = (len - pos).min(chunk);
+        medium.truncate(k);
+        want.truncate(k);
         lun.storage()
-            .read_at(&mut medium[..k], off + pos as u64)
+            .read_at(&mut medium, off + pos as u64)
             .map_err(|e| storage_sense(e, false))?;
-        expected(pos, &mut want[..k]);
-        if medium[..k] != want[..k] {
+        expected(pos, &mut want);
+        if medium != want {
             return Err(sense::MISCOMPARE_DURING_VERIFY);
         }
         pos += k;

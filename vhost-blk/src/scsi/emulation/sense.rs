@@ -35,7 +35,10 @@ impl SenseData {
 impl std::ops::Deref for SenseData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        // `len` is 0 or FIXED_SENSE_LEN (the constructors above).
+        self.bytes
+            .get(..usize::from(self.len))
+            .unwrap_or(&self.bytes)
     }
 }
 
@@ -125,14 +128,23 @@ impl Sense {
     /// Descriptor-format sense data (response code 0x72), with a sense-key specific descriptor
     /// when a field pointer is set.
     pub fn descriptor(&self) -> Vec<u8> {
-        let mut s = vec![0x72, self.key as u8, self.asc, self.ascq, 0, 0, 0, 0];
-        if let Some(f) = self.field {
-            // Sense key specific descriptor: type 0x02, additional length 6.
-            s.extend_from_slice(&[0x02, 0x06, 0, 0]);
-            s.extend_from_slice(&field_pointer_bytes(f));
-            s.push(0);
-        }
-        s[7] = (s.len() - 8) as u8;
+        // Sense key specific descriptor: type 0x02, additional length 6.
+        let descriptor = self.field.map(|f| {
+            let [a, b, c] = field_pointer_bytes(f);
+            [0x02, 0x06, 0, 0, a, b, c, 0]
+        });
+        let additional = descriptor.map_or(0, |d| d.len()) as u8;
+        let mut s = vec![
+            0x72,
+            self.key as u8,
+            self.asc,
+            self.ascq,
+            0,
+            0,
+            0,
+            additional,
+        ];
+        s.extend(descriptor.iter().flatten());
         s
     }
 }

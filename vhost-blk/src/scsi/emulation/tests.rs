@@ -30,6 +30,25 @@ fn unsupported_opcodes_are_invalid_operation_code() {
     assert_check(&r, SenseKey::IllegalRequest, 0x20, 0x00);
 }
 
+/// A CDB shorter than its operation code's group is INVALID FIELD IN CDB at its first missing
+/// byte, for every operation code, whatever the bytes it has: the commands read a zero-padded
+/// copy and never run on one.
+#[test]
+fn short_cdb_of_every_opcode_points_at_its_first_missing_byte() {
+    let t = one_lun(512);
+    for op in 0..=u8::MAX {
+        let Some(need) = cdb_len(op) else { continue };
+        for len in 1..need {
+            let mut c = vec![0xffu8; len];
+            c[0] = op;
+            let (r, _) = run_in(&t, 0, &c, 512);
+            assert_check(&r, SenseKey::IllegalRequest, 0x24, 0x00);
+            let pointer = u16::from_be_bytes([r.sense[16], r.sense[17]]);
+            assert_eq!(usize::from(pointer), len, "opcode {op:#04x}, {len} bytes");
+        }
+    }
+}
+
 #[test]
 fn naca_and_link_bits_in_control_byte() {
     let t = one_lun(512);

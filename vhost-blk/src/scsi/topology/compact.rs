@@ -25,9 +25,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::{
-    IdentityOverrides, LunConfig, ScanLatency, TargetConfig, TopologyConfig, TopologyError,
-};
+use super::{LunConfig, TargetConfig, TopologyConfig, TopologyError};
 use crate::storage::StorageSpec;
 use crate::units::{self, Zero};
 
@@ -98,36 +96,80 @@ fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, TopologyErro
 
 /// Parses the compact form into a validated [`TopologyConfig`].
 pub fn parse_topology(s: &str) -> Result<TopologyConfig, TopologyError> {
-    let mut keys = BTreeMap::new();
-    let mut explicit: BTreeMap<(u16, u16), StorageSpec> = BTreeMap::new();
+    let items = split_items(s)?;
+    let mut cfg = TopologyConfig::default();
+    let shape = apply_settings(&items.settings, &mut cfg)?;
+    cfg.targets = shape
+        .luns(items.explicit)?
+        .into_iter()
+        .map(|(id, luns)| TargetConfig {
+            id,
+            scan_latency: None,
+            luns: luns.into_values().collect(),
+        })
+        .collect();
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The items of the compact form, each given at most once: `KEY=VALUE` settings and `T:L=SPEC`
+/// LUNs.
+struct Items<'a> {
+    settings: BTreeMap<&'a str, &'a str>,
+    explicit: BTreeMap<(u16, u16), StorageSpec>,
+}
+
+fn split_items(s: &str) -> Result<Items<'_>, TopologyError> {
+    let mut items = Items {
+        settings: BTreeMap::new(),
+        explicit: BTreeMap::new(),
+    };
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let (k, v) = item
             .split_once('=')
             .ok_or_else(|| err(format!("item {item:?} is not KEY=VALUE or T:L=SPEC")))?;
         if let Some((t, l)) = k.split_once(':') {
             let addr = (parse_num::<u16>("target", t)?, parse_num::<u16>("LUN", l)?);
-            if explicit.insert(addr, parse_storage(v)?).is_some() {
+            if items.explicit.insert(addr, parse_storage(v)?).is_some() {
                 return Err(err(format!("LUN {t}:{l} is given twice")));
             }
-        } else if keys.insert(k, v).is_some() {
+        } else if items.settings.insert(k, v).is_some() {
             return Err(err(format!("{k} is given twice")));
         }
     }
-    let mut cfg = TopologyConfig::default();
-    let mut lun_template = LunConfig::new(0, StorageSpec::Null { size: 1 << 30 });
-    let (mut ntargets, mut nluns) = (None, 1u16);
-    let mut identity = IdentityOverrides::default();
-    let mut latency = ScanLatency::default();
-    for (&k, &v) in &keys {
+    Ok(items)
+}
+
+/// The LUNs the settings replicate: `targets` x `luns` copies of `template`.
+struct Shape {
+    targets: Option<u16>,
+    luns: u16,
+    template: LunConfig,
+}
+
+/// Applies the `KEY=VALUE` settings: the topology-wide ones to `cfg`, the per-LUN ones to the
+/// returned template.
+fn apply_settings(
+    settings: &BTreeMap<&str, &str>,
+    cfg: &mut TopologyConfig,
+) -> Result<Shape, TopologyError> {
+    let mut shape = Shape {
+        targets: None,
+        luns: 1,
+        template: LunConfig::new(0, StorageSpec::Null { size: 1 << 30 }),
+    };
+    let lun = &mut shape.template;
+    let (latency, identity) = (&mut cfg.scan_latency, &mut cfg.identity);
+    for (&k, &v) in settings {
         match k {
-            "targets" => ntargets = Some(parse_num::<u16>(k, v)?),
-            "luns" => nluns = parse_num(k, v)?,
-            "storage" => lun_template.storage = parse_storage(v)?,
+            "targets" => shape.targets = Some(parse_num::<u16>(k, v)?),
+            "luns" => shape.luns = parse_num(k, v)?,
+            "storage" => lun.storage = parse_storage(v)?,
             "max_target" => cfg.max_target = Some(parse_num(k, v)?),
-            "bs" => lun_template.block_size = parse_num(k, v)?,
-            "ro" => lun_template.read_only = parse_bool(k, v)?,
-            "thin" => lun_template.thin_provisioning = parse_bool(k, v)?,
-            "wce" => lun_template.write_cache = parse_bool(k, v)?,
+            "bs" => lun.block_size = parse_num(k, v)?,
+            "ro" => lun.read_only = parse_bool(k, v)?,
+            "thin" => lun.thin_provisioning = parse_bool(k, v)?,
+            "wce" => lun.write_cache = parse_bool(k, v)?,
             "inquiry_delay" => latency.inquiry_us = parse_duration_us(v)?,
             "report_luns_delay" => latency.report_luns_us = parse_duration_us(v)?,
             "tur_delay" => latency.test_unit_ready_us = parse_duration_us(v)?,
@@ -139,48 +181,45 @@ pub fn parse_topology(s: &str) -> Result<TopologyConfig, TopologyError> {
             _ => return Err(err(format!("unknown key {k:?}"))),
         }
     }
-    if ntargets.is_none() && explicit.is_empty() {
-        return Err(err("no target given (use targets=N or T:L=SPEC)"));
-    }
-    let replicated = ntargets.unwrap_or(0) as u32 * nluns as u32;
-    if replicated > 1 && matches!(lun_template.storage, StorageSpec::File { .. }) {
-        return Err(err(
-            "storage=file:... cannot be shared by several LUNs; use T:L=file:...",
-        ));
-    }
-    let mut targets: BTreeMap<u16, BTreeMap<u16, LunConfig>> = BTreeMap::new();
-    for t in 0..ntargets.unwrap_or(0) {
-        let luns = targets.entry(t).or_default();
-        for l in 0..nluns {
-            luns.insert(
-                l,
-                LunConfig {
-                    id: l,
-                    ..lun_template.clone()
-                },
-            );
+    Ok(shape)
+}
+
+impl Shape {
+    /// Every LUN by target and id: the replicated ones, then the `T:L=SPEC` ones (which replace
+    /// a replicated LUN at the same address).
+    fn luns(
+        self,
+        explicit: BTreeMap<(u16, u16), StorageSpec>,
+    ) -> Result<BTreeMap<u16, BTreeMap<u16, LunConfig>>, TopologyError> {
+        if self.targets.is_none() && explicit.is_empty() {
+            return Err(err("no target given (use targets=N or T:L=SPEC)"));
         }
-    }
-    for ((t, l), storage) in explicit {
-        let lun = LunConfig {
-            id: l,
-            storage,
-            ..lun_template.clone()
-        };
-        targets.entry(t).or_default().insert(l, lun);
-    }
-    cfg.scan_latency = latency;
-    cfg.identity = identity;
-    cfg.targets = targets
-        .into_iter()
-        .map(|(id, luns)| TargetConfig {
+        let ntargets = self.targets.unwrap_or(0);
+        let replicated = u32::from(ntargets) * u32::from(self.luns);
+        if replicated > 1 && matches!(self.template.storage, StorageSpec::File { .. }) {
+            return Err(err(
+                "storage=file:... cannot be shared by several LUNs; use T:L=file:...",
+            ));
+        }
+        let lun = |id: u16| LunConfig {
             id,
-            scan_latency: None,
-            luns: luns.into_values().collect(),
-        })
-        .collect();
-    cfg.validate()?;
-    Ok(cfg)
+            ..self.template.clone()
+        };
+        let mut targets: BTreeMap<u16, BTreeMap<u16, LunConfig>> = BTreeMap::new();
+        for t in 0..ntargets {
+            targets
+                .entry(t)
+                .or_default()
+                .extend((0..self.luns).map(|l| (l, lun(l))));
+        }
+        for ((t, l), storage) in explicit {
+            targets
+                .entry(t)
+                .or_default()
+                .insert(l, LunConfig { storage, ..lun(l) });
+        }
+        Ok(targets)
+    }
 }
 
 #[cfg(test)]
