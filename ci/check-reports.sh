@@ -35,7 +35,9 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/mainjob-s28-idle verdict/busy-short-s28 verdict/mainjob-s29-fresh
     verdict/mainjob-s25-busy-compile-normal verdict/mainjob-s25-busy-compile-short
     verdict/mainjob-s25-busy-compile-short-3 verdict/busy-short-s25-2 verdict/seqread-model
-    verdict/busy-short-s26 verdict/seqread-model-busy seed000-scale kernel-lines/storm-v8)
+    verdict/busy-short-s26 verdict/seqread-model-busy seed000-scale kernel-lines/storm-v8
+    reproduce/ten/idle/run1/vhost-blk reproduce/ten/idle/run2/vhost-blk
+    reproduce/ten/idle/run3/vhost-blk reproduce/ten/busy/run1/vhost-blk kernel-lines/rt73-scale)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

@@ -161,7 +161,7 @@ fn reconnects(suite_name: &str) {
         run_dir: &dir,
         bzimage: &kernel.bzimage,
         initrd: &initrd,
-        cmdline: qemu::kernel_cmdline(&kernel.cmdline, &s),
+        cmdline: qemu::kernel_cmdline(&kernel.cmdline, kernel.boot_trace_events, &s),
     });
     let before = settled(bpid);
     let mut after = Vec::new();
