@@ -126,11 +126,12 @@ pub struct Line {
     /// line; the default). False where that hangs the boot (7.3 under TCG,
     /// docs/results/kernel-lines): the guest agent then enables them itself before the first
     /// step, which patches the tracepoints into running kernel text.
-    #[serde(default = "yes")]
+    #[serde(default = "default_true")]
     pub boot_trace_events: bool,
 }
 
-fn yes() -> bool {
+/// serde's default for boolean facts that hold unless a file says otherwise.
+pub(crate) fn default_true() -> bool {
     true
 }
 

@@ -54,16 +54,12 @@ pub struct KernelImage {
     pub cmdline: String,
     /// Traced suites enable their events from boot (`trace_event=`); false on kernel lines
     /// where that hangs the boot ([`manifest::Line::boot_trace_events`]).
-    #[serde(default = "boot_trace_default")]
+    #[serde(default = "manifest::default_true")]
     pub boot_trace_events: bool,
     /// What it was built from: the `--kernels` element, then the cache key's input lines
     /// (source with a git tree's commit and dirty state, fragment, patches with sha256).
     #[serde(default)]
     pub inputs: Vec<String>,
-}
-
-fn boot_trace_default() -> bool {
-    true
 }
 
 /// Options for building or locating images.
