@@ -474,3 +474,38 @@ fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
         "{text}"
     );
 }
+
+#[test]
+fn verdict_on_the_contention_share_gives_the_count_beside_it() {
+    use crate::compare::tests::run;
+    let mut v = Vec::new();
+    let base = [(90.0, 50.0), (92.0, 70.0), (91.0, 60.0)];
+    for (k, xs) in [("base", base), ("fix", [(0.0, 0.0); 3])] {
+        for (share, count) in xs {
+            let mut r = run(
+                k,
+                None,
+                &[
+                    ("rr.qlock_contention_share_pct", share),
+                    ("rr.qlock_wait_count_per_kio", count),
+                ],
+            );
+            r.info.primary_metric = Some("rr.qlock_contention_share_pct".into());
+            v.push(r);
+        }
+    }
+    let c = crate::compare::compare(&v, &[]).unwrap();
+    let text = verdict::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    assert!(
+        text.starts_with(
+            "**91.00 % of the request irq threads' lock contentions are on queue_lock on base, \
+             0 % on fix**"
+        ),
+        "{text}"
+    );
+    // The companion count on the same step, with its CV (sd 10 over mean 60).
+    assert!(
+        text.contains("They waited for it 60.00 times per 1,000 I/Os on base (CV 17 %), 0 on fix."),
+        "{text}"
+    );
+}

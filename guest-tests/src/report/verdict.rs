@@ -144,6 +144,9 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
                 p.unit
             ));
         }
+        _ if p.metric.ends_with(".qlock_contention_share_pct") => {
+            out.push_str(&share_text(v, p, &n, word));
+        }
         _ if p.metric.ends_with(".qlock_wait_count_per_kio") => out.push_str(&format!(
             "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
              {} times on {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.\n\n",
@@ -174,6 +177,38 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
         )),
     }
     out
+}
+
+/// The primary sentence for queue_lock's share of the irq threads' lock contentions, with how
+/// often they waited for it on the same step (its companion row) when that row is there.
+fn share_text(v: &Verdict, p: &VerdictRow, n: &str, word: &str) -> String {
+    let (b, o) = (&v.base, &v.other);
+    let step = p.metric.trim_end_matches("qlock_contention_share_pct");
+    let count = v
+        .rows
+        .iter()
+        .find(|r| r.metric == format!("{step}qlock_wait_count_per_kio"))
+        .map_or(String::new(), |c| {
+            format!(
+                " They waited for it {} times per 1,000 I/Os on {b} (CV {}), {} on {o}.",
+                fmt_num(c.base.mean),
+                c.base
+                    .cv
+                    .map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+                fmt_num(c.other.mean)
+            )
+        });
+    format!(
+        "**{} % of the request irq threads' lock contentions are on queue_lock on {b}, {} % on \
+         {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}. Host preemption slows every lock alike \
+         and cancels out of this share; the kernel's own queue_lock traffic sets it.{count}\n\n",
+        fmt_num(p.base.mean),
+        fmt_num(p.other.mean),
+        p.metric,
+        pm(&p.base),
+        pm(&p.other),
+        p_of(p)
+    )
 }
 
 /// Request irq threads in D at once (peak, share of time at >= 4, on the queue_lock at once).

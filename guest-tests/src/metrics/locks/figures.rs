@@ -109,15 +109,9 @@ impl LockFigures {
             );
             put(&format!("{p}_max_us"), s.max_ns as f64 / 1e3);
         }
-        let all_ns = self.all().total_ns;
-        put(
-            "qlock_wait_share_pct",
-            if all_ns > 0 {
-                100.0 * self.queue_lock().total_ns as f64 / all_ns as f64
-            } else {
-                0.0
-            },
-        );
+        let (all, q) = (self.all(), self.queue_lock());
+        put("qlock_wait_share_pct", pct(q.total_ns, all.total_ns));
+        put("qlock_contention_share_pct", pct(q.count, all.count));
         put("dsleep_per_kio", self.d_sleeps.count as f64 / kio);
         put(
             "dsleep_ms_per_kio",
@@ -134,5 +128,14 @@ impl LockFigures {
             self.qlock_blocked.share_ge.get(1).copied().unwrap_or(0.0) * 100.0,
         );
         m
+    }
+}
+
+/// `100 * part / whole`; 0 when there was nothing at all (no contention: none on queue_lock).
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        100.0 * part as f64 / whole as f64
+    } else {
+        0.0
     }
 }

@@ -184,8 +184,24 @@ fn real_guest_artefact() {
     let kio = fio.total_ios() as f64 / 1e3;
     assert!((m["qlock_wait_ms_per_kio"] - 763.401_958 / kio).abs() < 1e-9);
     assert!(m["lockwait_ms_per_kio"] > m["qlock_wait_ms_per_kio"]);
+    // 646 of the 868 contentions of the irq threads were on queue_lock.
+    assert!((m["qlock_contention_share_pct"] - 100.0 * 646.0 / 868.0).abs() < 1e-9);
+    assert!((m["qlock_wait_share_pct"] - 100.0 * 763.401_958 / m_all_ms(&f)).abs() < 1e-9);
     assert_eq!(m["dblocked_peak"], f.d_blocked.peak as f64);
     assert!(m["dblocked_ge1_pct"] >= m["dblocked_ge2_pct"]);
+}
+
+/// All sites' wait in ms.
+fn m_all_ms(f: &LockFigures) -> f64 {
+    f.all().total_ns as f64 / 1e6
+}
+
+#[test]
+fn no_contention_at_all_is_a_zero_share() {
+    let f = LockFigures::from_waits(&parse_locks("").unwrap_or_default());
+    let m: BTreeMap<String, f64> = f.metrics(1000.0, 1.0).into_iter().collect();
+    assert_eq!(m["qlock_contention_share_pct"], 0.0);
+    assert_eq!(m["qlock_wait_share_pct"], 0.0);
 }
 
 #[test]

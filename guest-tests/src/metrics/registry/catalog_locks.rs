@@ -96,6 +96,15 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         Step(|s, o| lockfig(s, o, "qlock_wait_share_pct"))
     ),
     def!(
+        "{step}.qlock_contention_share_pct",
+        "%",
+        Lower,
+        LOCKS,
+        Yes,
+        "queue_lock's share of all the request irq threads' lock contentions (by count): host preemption slows every lock alike and cancels out, the kernel's own queue_lock traffic (one take per idle hctx on each rerun) sets it",
+        Step(|s, o| lockfig(s, o, "qlock_contention_share_pct"))
+    ),
+    def!(
         "{step}.lockwait_ms_per_kio",
         "ms/1,000 I/Os",
         Lower,
