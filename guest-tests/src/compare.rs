@@ -10,6 +10,7 @@
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
 pub mod nodes;
+pub mod runs;
 pub mod sequential;
 pub mod spread;
 mod stats;

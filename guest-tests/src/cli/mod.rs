@@ -17,6 +17,7 @@ mod boot;
 mod each;
 mod executor;
 mod run;
+mod runs;
 use crate::{compare, report};
 pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
@@ -67,6 +68,10 @@ pub enum Cmd {
         /// With --each: count the matrices whose primary p is below this.
         #[arg(long, default_value_t = 1e-4, requires = "each")]
         threshold: f64,
+        /// Each run's value of the --metric metrics (exact names), then per kernel n, min, max
+        /// and sum over its successful runs (with --json: as JSON).
+        #[arg(long, requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "kernels"])]
+        runs: bool,
     },
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
@@ -262,7 +267,11 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             by_node,
             each,
             threshold,
+            runs,
         } => {
+            if runs {
+                return runs::runs_cmd(&dirs, &metrics, json);
+            }
             if each {
                 return each::each_cmd(&dirs, kernels.as_deref(), threshold, json);
             }
