@@ -22,8 +22,8 @@ pub use fio::{parse_fio, FioDirection, FioSummary};
 pub use interrupts::{interrupt_deltas, is_request_vector, parse_interrupts, InterruptCounts};
 pub use irqsw::{parse_irqsw, IrqSwitches, IrqThread};
 pub use locks::{
-    by_site, concurrency, parse_locks, peak_per_bin, Concurrency, LockFigures, LockWaits, SiteWait,
-    Wait, TIMELINE_BIN_MS,
+    by_site, concurrency, parse_locks, peak_per_bin, Concurrency, LockFigure, LockFigures,
+    LockWaits, SiteWait, Wait, TIMELINE_BIN_MS,
 };
 pub use order::{median_sorted, quantile_sorted};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};

@@ -24,25 +24,31 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Comparison, Diff, MetricRow};
+use crate::metrics::LockFigure;
 use crate::results::RunResult;
 
 /// A run whose guest got less than this share of the median vCPU time is flagged.
 pub const STARVED_FRACTION: f64 = 0.6;
 
-/// Companions of the primary metric, on the primary metric's step.
-pub const COMPANIONS: &[&str] = &[
-    "qlock_wait_ms_per_s",
-    "qlock_wait_count_per_kio",
-    "dblocked_peak",
-    "dblocked_ge2_pct",
-    "dblocked_ge4_pct",
-    "qlock_blocked_peak",
-    "dsleep_per_kio",
-    "iops",
-    "guest_cpu_per_s",
-    "host_other_cpu_per_s",
-    "host_steal_cpu_per_s",
-];
+/// Companions of the primary metric, on the primary metric's step: name suffixes, in the
+/// verdict's order.
+pub fn companions() -> Vec<String> {
+    use LockFigure as F;
+    let lock = |f: F| f.suffix().to_string();
+    vec![
+        lock(F::QlockWaitMsPerS),
+        lock(F::QlockWaitCountPerKio),
+        lock(F::DblockedPeak),
+        F::DblockedGePct.with_k(2),
+        F::DblockedGePct.with_k(4),
+        lock(F::QlockBlockedPeak),
+        lock(F::DsleepPerKio),
+        "iops".into(),
+        "guest_cpu_per_s".into(),
+        "host_other_cpu_per_s".into(),
+        "host_steal_cpu_per_s".into(),
+    ]
+}
 
 /// A baseline wait per contention of at least this share of a host slice is taken as host
 /// preemption of the lock holder (rule 4).
@@ -178,7 +184,7 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     for m in tput {
         rows.extend(verdict_row(c, "throughput", m, &other));
     }
-    for suffix in COMPANIONS {
+    for suffix in companions() {
         rows.extend(verdict_row(
             c,
             "companion",
@@ -238,7 +244,7 @@ fn faithfulness(c: &Comparison, runs: &[RunResult], step: &str) -> Option<Faithf
         .iter()
         .all(|r| r.metric("harness.vcpu_cores_dedicated") == Some(1.0));
     let base_wait_mean_us = c
-        .metric(&format!("{step}.qlock_wait_mean_us"))
+        .metric(&LockFigure::QlockWaitMeanUs.on(step))
         .next()
         .and_then(|row| row.summary(c.baseline()))
         .map(|s| s.mean);

@@ -9,7 +9,9 @@
 //! 1. Add one [`MetricDef`] to the catalogue of its kind, the only place metric names are
 //!    written: [`METRICS`] (`registry/catalog.rs`: fio, interrupts, D switches, function
 //!    counts, rescans, verify), [`HOST_METRICS`] (`catalog_host.rs`: `harness.*`),
-//!    [`LOCK_METRICS`] (`catalog_locks.rs`: lock waits, step CPU), [`STORM_METRICS`]
+//!    [`LOCK_METRICS`] (`catalog_locks.rs`: lock waits, step CPU; a lock metric's name suffix
+//!    is its [`super::LockFigure`]'s, declared once in `metrics/locks/figures.rs` and named by
+//!    variant everywhere else, its entry one `lock!` line), [`STORM_METRICS`]
 //!    (`catalog_storm.rs`) or [`SCAN_METRICS`] (`catalog_scan.rs`). Give its name pattern (see
 //!    [`super::pattern`]: `{step}` for per-step metrics, extra placeholders such as `{site}` or
 //!    `{k}` for families), unit, [`Better`], description, source, [`Headline`], and its

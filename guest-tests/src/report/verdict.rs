@@ -2,6 +2,7 @@
 //! what the report opens with and what `compare --verdict` and the main job print.
 
 use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
+use crate::metrics::LockFigure;
 
 use super::tables::{fmt_num, fmt_p};
 
@@ -64,11 +65,14 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
         out.push_str(&secondary_text(s, b, o));
     }
     let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
-    if let Some(d) = comp(".dblocked_peak") {
+    let fig = |f: LockFigure| v.rows.iter().find(|r| f.is(&r.metric));
+    if let Some(d) = fig(LockFigure::DblockedPeak) {
         out.push_str(&blocked_text(
             d,
-            comp(".qlock_blocked_peak"),
-            comp(".dblocked_ge4_pct"),
+            fig(LockFigure::QlockBlockedPeak),
+            v.rows
+                .iter()
+                .find(|r| LockFigure::DblockedGePct.is_k(&r.metric, 4)),
             b,
             o,
         ));
@@ -118,7 +122,7 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
     let per_s = v
         .rows
         .iter()
-        .find(|r| r.metric.ends_with(".qlock_wait_ms_per_s"));
+        .find(|r| LockFigure::QlockWaitMsPerS.is(&r.metric));
     let strong = p.p.is_some_and(|x| x < 1e-3);
     let word = if strong {
         ""
@@ -126,7 +130,7 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
         " (not separated at p < 0.001)"
     };
     match per_s {
-        Some(s) if p.metric.ends_with(".qlock_wait_ms_per_kio") => {
+        Some(s) if LockFigure::QlockWaitMsPerKio.is(&p.metric) => {
             let removed = s.base.mean - s.other.mean;
             out.push_str(&format!(
                 "**{o} removes {} ms of queue_lock waiting per second of I/O** ({b}: {} ms/s, {o}: {} ms/s); \
@@ -144,10 +148,10 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
                 p.unit
             ));
         }
-        _ if p.metric.ends_with(".qlock_contention_share_pct") => {
+        _ if LockFigure::QlockContentionSharePct.is(&p.metric) => {
             out.push_str(&share_text(v, p, &n, word));
         }
-        _ if p.metric.ends_with(".qlock_wait_count_per_kio") => out.push_str(&format!(
+        _ if LockFigure::QlockWaitCountPerKio.is(&p.metric) => out.push_str(&format!(
             "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
              {} times on {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.\n\n",
             fmt_num(p.base.mean),
@@ -183,11 +187,13 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
 /// often they waited for it on the same step (its companion row) when that row is there.
 fn share_text(v: &Verdict, p: &VerdictRow, n: &str, word: &str) -> String {
     let (b, o) = (&v.base, &v.other);
-    let step = p.metric.trim_end_matches("qlock_contention_share_pct");
+    let step = p
+        .metric
+        .trim_end_matches(LockFigure::QlockContentionSharePct.suffix());
     let count = v
         .rows
         .iter()
-        .find(|r| r.metric == format!("{step}qlock_wait_count_per_kio"))
+        .find(|r| r.metric == format!("{step}{}", LockFigure::QlockWaitCountPerKio.suffix()))
         .map_or(String::new(), |c| {
             format!(
                 " They waited for it {} times per 1,000 I/Os on {b} (CV {}), {} on {o}.",
@@ -288,9 +294,9 @@ fn secondary_text(s: &VerdictRow, b: &str, o: &str) -> String {
     } else {
         (s.other.mean != 0.0).then(|| format!(" ({}x less)", fmt_num(s.base.mean / s.other.mean)))
     };
-    let what = if s.metric.ends_with(".lockwait_ms_per_kio") {
+    let what = if LockFigure::LockwaitMsPerKio.is(&s.metric) {
         " (all lock sites)"
-    } else if s.metric.ends_with(".qlock_wait_ms_per_kio") {
+    } else if LockFigure::QlockWaitMsPerKio.is(&s.metric) {
         " (the request irq threads' queue_lock wait)"
     } else {
         ""

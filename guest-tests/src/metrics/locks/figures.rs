@@ -1,11 +1,102 @@
 //! Per-step figures from one `locks.<step>` artefact: per-site sums, concurrency, the
 //! blocked-threads timeline, and the flat metrics they give per 1,000 I/Os and per second.
+//!
+//! Contract:
+//! 1. Each flat metric's name suffix is written once, in [`LockFigure`]'s declaration; the
+//!    registry (`{step}.<suffix>` via [`LockFigure::pattern`]), compare and report name the
+//!    variant, never the text.
+//! 2. [`LockFigures::metrics`] gives every figure (the [`LockFigure::DblockedGePct`] family for
+//!    each `k` the concurrency has), each under its suffix; a non-finite value is left out.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::{by_site, concurrency, peak_per_bin, Concurrency, LockWaits, SiteWait, Wait};
+use crate::metrics::pattern;
+
+/// Declares [`LockFigure`] from `Variant = "suffix"` lines, so that the suffix and the
+/// registry's pattern `{step}.<suffix>` come from one literal.
+macro_rules! lock_figures {
+    ($($fig:ident = $suffix:literal,)*) => {
+        /// One flat lock metric of a step, named `{step}.<suffix>` (descriptions and units are
+        /// the registry's, `metrics/registry/catalog_locks.rs`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum LockFigure {
+            $($fig,)*
+        }
+
+        impl LockFigure {
+            /// Every figure, in the registry's order.
+            pub const ALL: &'static [LockFigure] = &[$(LockFigure::$fig,)*];
+
+            /// The metric-name suffix after `{step}.`; a family's keeps its placeholder
+            /// (`dblocked_ge{k}_pct`).
+            pub const fn suffix(self) -> &'static str {
+                match self {
+                    $(LockFigure::$fig => $suffix,)*
+                }
+            }
+
+            /// The registry's name pattern, `{step}.<suffix>`.
+            pub const fn pattern(self) -> &'static str {
+                match self {
+                    $(LockFigure::$fig => concat!("{step}.", $suffix),)*
+                }
+            }
+        }
+    };
+}
+
+lock_figures! {
+    QlockWaitMsPerKio = "qlock_wait_ms_per_kio",
+    QlockWaitMsPerS = "qlock_wait_ms_per_s",
+    QlockWaitCountPerKio = "qlock_wait_count_per_kio",
+    QlockWaitMeanUs = "qlock_wait_mean_us",
+    QlockWaitMaxUs = "qlock_wait_max_us",
+    QlockWaitSharePct = "qlock_wait_share_pct",
+    QlockContentionSharePct = "qlock_contention_share_pct",
+    LockwaitMsPerKio = "lockwait_ms_per_kio",
+    LockwaitMsPerS = "lockwait_ms_per_s",
+    LockwaitCountPerKio = "lockwait_count_per_kio",
+    LockwaitMeanUs = "lockwait_mean_us",
+    LockwaitMaxUs = "lockwait_max_us",
+    DsleepPerKio = "dsleep_per_kio",
+    DsleepMsPerKio = "dsleep_ms_per_kio",
+    DblockedPeak = "dblocked_peak",
+    DblockedGePct = "dblocked_ge{k}_pct",
+    LockblockedPeak = "lockblocked_peak",
+    QlockBlockedPeak = "qlock_blocked_peak",
+}
+
+impl LockFigure {
+    /// The suffix of a family member: `{k}` filled in (`dblocked_ge4_pct`).
+    pub fn with_k(self, k: usize) -> String {
+        pattern::fill(self.suffix(), &[("k", &k.to_string())])
+    }
+
+    /// The metric on `step`: `<step>.<suffix>`.
+    pub fn on(self, step: &str) -> String {
+        format!("{step}.{}", self.suffix())
+    }
+
+    /// True when `metric` is this figure on some step (its name ends in `.<suffix>`).
+    pub fn is(self, metric: &str) -> bool {
+        ends_in(metric, self.suffix())
+    }
+
+    /// True when `metric` is member `k` of this family on some step.
+    pub fn is_k(self, metric: &str, k: usize) -> bool {
+        ends_in(metric, &self.with_k(k))
+    }
+}
+
+/// True when `metric` ends in `.<suffix>`.
+fn ends_in(metric: &str, suffix: &str) -> bool {
+    metric
+        .strip_suffix(suffix)
+        .is_some_and(|head| head.ends_with('.'))
+}
 
 /// The lock site seed 000 is about.
 pub use crate::metrics::QUEUE_LOCK_SITE;
@@ -87,46 +178,63 @@ impl LockFigures {
 
     /// `(metric suffix, value)` for a step with `ios` I/Os over `secs` seconds of fio.
     pub fn metrics(&self, ios: f64, secs: f64) -> Vec<(String, f64)> {
+        use LockFigure as F;
         let mut m = Vec::new();
         let kio = ios / 1000.0;
-        let mut put = |k: &str, v: f64| {
+        let mut put = |k: String, v: f64| {
             if v.is_finite() {
-                m.push((k.to_string(), v));
+                m.push((k, v));
             }
         };
-        for (p, s) in [("lockwait", self.all()), ("qlock_wait", self.queue_lock())] {
+        let sums = [
+            (
+                self.all(),
+                [
+                    F::LockwaitCountPerKio,
+                    F::LockwaitMsPerKio,
+                    F::LockwaitMsPerS,
+                    F::LockwaitMeanUs,
+                    F::LockwaitMaxUs,
+                ],
+            ),
+            (
+                self.queue_lock(),
+                [
+                    F::QlockWaitCountPerKio,
+                    F::QlockWaitMsPerKio,
+                    F::QlockWaitMsPerS,
+                    F::QlockWaitMeanUs,
+                    F::QlockWaitMaxUs,
+                ],
+            ),
+        ];
+        for (s, [count, ms_kio, ms_s, mean, max]) in sums {
             let ms = s.total_ns as f64 / 1e6;
-            put(&format!("{p}_count_per_kio"), s.count as f64 / kio);
-            put(&format!("{p}_ms_per_kio"), ms / kio);
-            put(&format!("{p}_ms_per_s"), ms / secs);
+            put(count.suffix().into(), s.count as f64 / kio);
+            put(ms_kio.suffix().into(), ms / kio);
+            put(ms_s.suffix().into(), ms / secs);
             put(
-                &format!("{p}_mean_us"),
+                mean.suffix().into(),
                 if s.count > 0 {
                     ms * 1000.0 / s.count as f64
                 } else {
                     0.0
                 },
             );
-            put(&format!("{p}_max_us"), s.max_ns as f64 / 1e3);
+            put(max.suffix().into(), s.max_ns as f64 / 1e3);
         }
         let (all, q) = (self.all(), self.queue_lock());
-        put("qlock_wait_share_pct", pct(q.total_ns, all.total_ns));
-        put("qlock_contention_share_pct", pct(q.count, all.count));
-        put("dsleep_per_kio", self.d_sleeps.count as f64 / kio);
-        put(
-            "dsleep_ms_per_kio",
-            self.d_sleeps.total_ns as f64 / 1e6 / kio,
-        );
-        put("dblocked_peak", self.d_blocked.peak as f64);
+        let mut fig = |f: F, v: f64| put(f.suffix().into(), v);
+        fig(F::QlockWaitSharePct, pct(q.total_ns, all.total_ns));
+        fig(F::QlockContentionSharePct, pct(q.count, all.count));
+        fig(F::DsleepPerKio, self.d_sleeps.count as f64 / kio);
+        fig(F::DsleepMsPerKio, self.d_sleeps.total_ns as f64 / 1e6 / kio);
+        fig(F::DblockedPeak, self.d_blocked.peak as f64);
+        fig(F::LockblockedPeak, self.lock_blocked.peak as f64);
+        fig(F::QlockBlockedPeak, self.qlock_blocked.peak as f64);
         for (k, share) in self.d_blocked.share_ge.iter().enumerate() {
-            put(&format!("dblocked_ge{}_pct", k + 1), share * 100.0);
+            put(F::DblockedGePct.with_k(k + 1), share * 100.0);
         }
-        put("lockblocked_peak", self.lock_blocked.peak as f64);
-        put("qlock_blocked_peak", self.qlock_blocked.peak as f64);
-        put(
-            "qlock_blocked_ge2_pct",
-            self.qlock_blocked.share_ge.get(1).copied().unwrap_or(0.0) * 100.0,
-        );
         m
     }
 }

@@ -360,7 +360,7 @@ impl LockWaits {
 mod figures;
 mod timeline;
 
-pub use figures::{LockFigures, TIMELINE_BIN_MS};
+pub use figures::{LockFigure, LockFigures, TIMELINE_BIN_MS};
 pub use timeline::{concurrency, peak_per_bin, Concurrency};
 
 #[cfg(test)]

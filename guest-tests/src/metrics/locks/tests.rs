@@ -1,5 +1,6 @@
 //! Tests of the `locks.<step>` parser, the concurrency sweep and the figures.
 use super::*;
+use LockFigure as F;
 
 const SAMPLE: &str = "## pids 101 102
 ## comm 101 irq/27-virtio1-req.0
@@ -181,14 +182,26 @@ fn real_guest_artefact() {
         )
         .into_iter()
         .collect();
+    // Every figure under its declared suffix (the family for each k), and nothing else.
+    let mut want: std::collections::BTreeSet<String> = F::ALL
+        .iter()
+        .filter(|x| **x != F::DblockedGePct)
+        .map(|x| x.suffix().to_string())
+        .collect();
+    want.extend((1..=f.d_blocked.share_ge.len()).map(|k| F::DblockedGePct.with_k(k)));
+    assert_eq!(
+        m.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
+        want
+    );
+    assert_eq!(f.d_blocked.share_ge.len(), 8);
     let kio = fio.total_ios() as f64 / 1e3;
-    assert!((m["qlock_wait_ms_per_kio"] - 763.401_958 / kio).abs() < 1e-9);
-    assert!(m["lockwait_ms_per_kio"] > m["qlock_wait_ms_per_kio"]);
+    assert!((m[F::QlockWaitMsPerKio.suffix()] - 763.401_958 / kio).abs() < 1e-9);
+    assert!(m[F::LockwaitMsPerKio.suffix()] > m[F::QlockWaitMsPerKio.suffix()]);
     // 646 of the 868 contentions of the irq threads were on queue_lock.
-    assert!((m["qlock_contention_share_pct"] - 100.0 * 646.0 / 868.0).abs() < 1e-9);
-    assert!((m["qlock_wait_share_pct"] - 100.0 * 763.401_958 / m_all_ms(&f)).abs() < 1e-9);
-    assert_eq!(m["dblocked_peak"], f.d_blocked.peak as f64);
-    assert!(m["dblocked_ge1_pct"] >= m["dblocked_ge2_pct"]);
+    assert!((m[F::QlockContentionSharePct.suffix()] - 100.0 * 646.0 / 868.0).abs() < 1e-9);
+    assert!((m[F::QlockWaitSharePct.suffix()] - 100.0 * 763.401_958 / m_all_ms(&f)).abs() < 1e-9);
+    assert_eq!(m[F::DblockedPeak.suffix()], f.d_blocked.peak as f64);
+    assert!(m[&F::DblockedGePct.with_k(1)] >= m[&F::DblockedGePct.with_k(2)]);
 }
 
 /// All sites' wait in ms.
@@ -200,8 +213,8 @@ fn m_all_ms(f: &LockFigures) -> f64 {
 fn no_contention_at_all_is_a_zero_share() {
     let f = LockFigures::from_waits(&parse_locks("").unwrap_or_default());
     let m: BTreeMap<String, f64> = f.metrics(1000.0, 1.0).into_iter().collect();
-    assert_eq!(m["qlock_contention_share_pct"], 0.0);
-    assert_eq!(m["qlock_wait_share_pct"], 0.0);
+    assert_eq!(m[F::QlockContentionSharePct.suffix()], 0.0);
+    assert_eq!(m[F::QlockWaitSharePct.suffix()], 0.0);
 }
 
 #[test]

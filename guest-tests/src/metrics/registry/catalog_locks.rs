@@ -1,9 +1,10 @@
 //! The lock-wait metrics of the request irq threads (`locks.<step>`, seed 000's lock and every
-//! other site) and what the host gave the guest during a step (`begin.`/`end.` marks).
+//! other site) and what the host gave the guest during a step (`begin.`/`end.` marks). Each
+//! lock metric's name is its [`LockFigure`]'s (declared once in `metrics/locks/figures.rs`).
 
 use super::catalog::ios;
 use super::{Better, Derive, Headline, MetricDef, Out};
-use crate::metrics::StepResult;
+use crate::metrics::{LockFigure, StepResult};
 
 const LOCKS: &str = "locks.<step>";
 
@@ -29,10 +30,26 @@ fn lock_value(s: &StepResult, key: &str) -> Option<f64> {
         .find_map(|(k, v)| (k == key).then_some(v))
 }
 
-fn lockfig(s: &StepResult, o: &mut Out, key: &str) {
-    if let Some(v) = lock_value(s, key) {
+fn lockfig(s: &StepResult, o: &mut Out, fig: LockFigure) {
+    if let Some(v) = lock_value(s, fig.suffix()) {
         o.put(v);
     }
+}
+
+/// One lock metric: `{step}.<suffix>` of `LockFigure::$fig`, a lower value is better, taken
+/// from the step's `locks` data under the same figure.
+macro_rules! lock {
+    ($fig:ident, $unit:expr, $headline:expr, $desc:expr) => {
+        def!(
+            LockFigure::$fig.pattern(),
+            $unit,
+            Lower,
+            LOCKS,
+            $headline,
+            $desc,
+            Step(|s, o| lockfig(s, o, LockFigure::$fig))
+        )
+    };
 }
 
 use Derive::Step;
@@ -41,171 +58,120 @@ use Headline::{No, Yes};
 /// Lock waits, D sleeps, blocked-thread concurrency, step CPU.
 pub static LOCK_METRICS: &[MetricDef] = &[
     // ---- lock waits of the request irq threads (locks.<step>) ----
-    def!(
-        "{step}.qlock_wait_ms_per_kio",
+    lock!(
+        QlockWaitMsPerKio,
         "ms/1,000 I/Os",
-        Lower,
-        LOCKS,
         Yes,
-        "time the request irq threads waited for seed 000's queue_lock (blk_mq_run_hw_queue) per 1,000 I/Os (lock:contention_begin -> end)",
-        Step(|s, o| lockfig(s, o, "qlock_wait_ms_per_kio"))
+        "time the request irq threads waited for seed 000's queue_lock (blk_mq_run_hw_queue) per 1,000 I/Os (lock:contention_begin -> end)"
     ),
-    def!(
-        "{step}.qlock_wait_ms_per_s",
+    lock!(
+        QlockWaitMsPerS,
         "ms/s",
-        Lower,
-        LOCKS,
         No,
-        "queue_lock wait of the request irq threads per second of I/O",
-        Step(|s, o| lockfig(s, o, "qlock_wait_ms_per_s"))
+        "queue_lock wait of the request irq threads per second of I/O"
     ),
-    def!(
-        "{step}.qlock_wait_count_per_kio",
+    lock!(
+        QlockWaitCountPerKio,
         "waits/1,000 I/Os",
-        Lower,
-        LOCKS,
         No,
-        "queue_lock contentions of the request irq threads per 1,000 I/Os",
-        Step(|s, o| lockfig(s, o, "qlock_wait_count_per_kio"))
+        "queue_lock contentions of the request irq threads per 1,000 I/Os"
     ),
-    def!(
-        "{step}.qlock_wait_mean_us",
+    lock!(
+        QlockWaitMeanUs,
         "us",
-        Lower,
-        LOCKS,
         No,
-        "mean queue_lock wait (0 without contention)",
-        Step(|s, o| lockfig(s, o, "qlock_wait_mean_us"))
+        "mean queue_lock wait (0 without contention)"
     ),
-    def!(
-        "{step}.qlock_wait_max_us",
+    lock!(
+        QlockWaitMaxUs,
         "us",
-        Lower,
-        LOCKS,
         No,
-        "longest queue_lock wait",
-        Step(|s, o| lockfig(s, o, "qlock_wait_max_us"))
+        "longest queue_lock wait"
     ),
-    def!(
-        "{step}.qlock_wait_share_pct",
+    lock!(
+        QlockWaitSharePct,
         "%",
-        Lower,
-        LOCKS,
         No,
-        "queue_lock's share of all the request irq threads' lock wait",
-        Step(|s, o| lockfig(s, o, "qlock_wait_share_pct"))
+        "queue_lock's share of all the request irq threads' lock wait"
     ),
-    def!(
-        "{step}.qlock_contention_share_pct",
+    lock!(
+        QlockContentionSharePct,
         "%",
-        Lower,
-        LOCKS,
         Yes,
-        "queue_lock's share of all the request irq threads' lock contentions (by count): host preemption slows every lock alike and cancels out, the kernel's own queue_lock traffic (one take per idle hctx on each rerun) sets it",
-        Step(|s, o| lockfig(s, o, "qlock_contention_share_pct"))
+        "queue_lock's share of all the request irq threads' lock contentions (by count): host preemption slows every lock alike and cancels out, the kernel's own queue_lock traffic (one take per idle hctx on each rerun) sets it"
     ),
-    def!(
-        "{step}.lockwait_ms_per_kio",
+    lock!(
+        LockwaitMsPerKio,
         "ms/1,000 I/Os",
-        Lower,
-        LOCKS,
         Yes,
-        "time the request irq threads waited for any sleeping or spinning lock, all sites, per 1,000 I/Os",
-        Step(|s, o| lockfig(s, o, "lockwait_ms_per_kio"))
+        "time the request irq threads waited for any sleeping or spinning lock, all sites, per 1,000 I/Os"
     ),
-    def!(
-        "{step}.lockwait_ms_per_s",
+    lock!(
+        LockwaitMsPerS,
         "ms/s",
-        Lower,
-        LOCKS,
         No,
-        "all-site lock wait of the request irq threads per second of I/O",
-        Step(|s, o| lockfig(s, o, "lockwait_ms_per_s"))
+        "all-site lock wait of the request irq threads per second of I/O"
     ),
-    def!(
-        "{step}.lockwait_count_per_kio",
+    lock!(
+        LockwaitCountPerKio,
         "waits/1,000 I/Os",
-        Lower,
-        LOCKS,
         No,
-        "lock contentions of the request irq threads per 1,000 I/Os, all sites",
-        Step(|s, o| lockfig(s, o, "lockwait_count_per_kio"))
+        "lock contentions of the request irq threads per 1,000 I/Os, all sites"
     ),
-    def!(
-        "{step}.lockwait_mean_us",
+    lock!(
+        LockwaitMeanUs,
         "us",
-        Lower,
-        LOCKS,
         No,
-        "mean lock wait, all sites",
-        Step(|s, o| lockfig(s, o, "lockwait_mean_us"))
+        "mean lock wait, all sites"
     ),
-    def!(
-        "{step}.lockwait_max_us",
+    lock!(
+        LockwaitMaxUs,
         "us",
-        Lower,
-        LOCKS,
         No,
-        "longest lock wait, all sites",
-        Step(|s, o| lockfig(s, o, "lockwait_max_us"))
+        "longest lock wait, all sites"
     ),
-    def!(
-        "{step}.dsleep_per_kio",
+    lock!(
+        DsleepPerKio,
         "sleeps/1,000 I/Os",
-        Lower,
-        LOCKS,
         No,
-        "switches of the request irq threads into D (on PREEMPT_RT: any sleeping-lock wait, and other D sleeps) per 1,000 I/Os",
-        Step(|s, o| lockfig(s, o, "dsleep_per_kio"))
+        "switches of the request irq threads into D (on PREEMPT_RT: any sleeping-lock wait, and other D sleeps) per 1,000 I/Os"
     ),
-    def!(
-        "{step}.dsleep_ms_per_kio",
+    lock!(
+        DsleepMsPerKio,
         "ms/1,000 I/Os",
-        Lower,
-        LOCKS,
         No,
-        "time the request irq threads spent in D (switch-out to wakeup) per 1,000 I/Os",
-        Step(|s, o| lockfig(s, o, "dsleep_ms_per_kio"))
+        "time the request irq threads spent in D (switch-out to wakeup) per 1,000 I/Os"
     ),
-    def!(
-        "{step}.dblocked_peak",
+    lock!(
+        DblockedPeak,
         "threads",
-        Lower,
-        LOCKS,
         Yes,
-        "most request irq threads in D at the same moment (the seed: 6-8 of 8)",
-        Step(|s, o| lockfig(s, o, "dblocked_peak"))
+        "most request irq threads in D at the same moment (the seed: 6-8 of 8)"
     ),
     def!(
-        "{step}.dblocked_ge{k}_pct",
+        LockFigure::DblockedGePct.pattern(),
         "% of time",
         Lower,
         LOCKS,
         No,
         "share of the step with at least k request irq threads in D at once",
         Step(|s, o| for k in 1..=8 {
-            if let Some(v) = lock_value(s, &format!("dblocked_ge{k}_pct")) {
+            if let Some(v) = lock_value(s, &LockFigure::DblockedGePct.with_k(k)) {
                 o.put_with(&[("k", &k.to_string())], v);
             }
         })
     ),
-    def!(
-        "{step}.lockblocked_peak",
+    lock!(
+        LockblockedPeak,
         "threads",
-        Lower,
-        LOCKS,
         No,
-        "most request irq threads waiting for a lock at the same moment, all sites",
-        Step(|s, o| lockfig(s, o, "lockblocked_peak"))
+        "most request irq threads waiting for a lock at the same moment, all sites"
     ),
-    def!(
-        "{step}.qlock_blocked_peak",
+    lock!(
+        QlockBlockedPeak,
         "threads",
-        Lower,
-        LOCKS,
         Yes,
-        "most request irq threads waiting for the queue_lock at the same moment",
-        Step(|s, o| lockfig(s, o, "qlock_blocked_peak"))
+        "most request irq threads waiting for the queue_lock at the same moment"
     ),
     // ---- what the host gave the guest during a step (begin./end. marks) ----
     def!(

@@ -126,3 +126,25 @@ fn lookup_gives_unit_direction_and_description() {
         );
     }
 }
+
+#[test]
+fn each_lock_figure_is_one_registry_metric_under_its_own_name() {
+    use crate::metrics::LockFigure;
+    for fig in LockFigure::ALL {
+        let defs = all().filter(|d| d.pattern == fig.pattern()).count();
+        assert_eq!(defs, 1, "{fig:?}");
+        let name = if *fig == LockFigure::DblockedGePct {
+            format!("rr.{}", fig.with_k(3))
+        } else {
+            fig.on("rr")
+        };
+        assert_eq!(find(&name).unwrap().def.pattern, fig.pattern(), "{name}");
+        assert!(fig.is(&name) || fig.is_k(&name, 3), "{name}");
+    }
+    assert_eq!(
+        LockFigure::QlockWaitMsPerKio.pattern(),
+        "{step}.qlock_wait_ms_per_kio"
+    );
+    assert!(!LockFigure::DblockedPeak.is("rr.lockblocked_peak_x"));
+    assert!(!LockFigure::LockblockedPeak.is("rr.qlock_blocked_peak"));
+}
