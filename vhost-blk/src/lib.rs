@@ -15,19 +15,18 @@
 //! The in-process vhost-user frontend of the tests and `vhost-blk-bench` is a crate of its own
 //! (`vhost-blk-frontend`), not part of this library.
 
-// No panic on guest input. In the library's non-test code `unwrap`, `expect`, `panic!` and
-// `unreachable!` are errors (an exception is allowed in place, with its reason; the two
-// binaries deny the same); indexing and slicing are errors in the modules that read guest
-// memory or guest-given values (device::chain, blk::request and config_space, scsi::virtio,
-// control and config_space, storage, scsi::emulation and all below it), where every access is
-// a checked `get` or a constant offset into an array.
+// No panic on guest input. In the library's non-test code `unwrap`, `expect`, `panic!`,
+// `unreachable!`, indexing and slicing are errors (an exception is allowed in place, with its
+// reason; the two binaries deny the same): every access is a checked `get`, an iterator, a
+// pattern or a constant offset into an array.
 #![cfg_attr(
     not(test),
     deny(
         clippy::unwrap_used,
         clippy::expect_used,
         clippy::panic,
-        clippy::unreachable
+        clippy::unreachable,
+        clippy::indexing_slicing
     )
 )]
 

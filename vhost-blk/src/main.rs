@@ -1,13 +1,15 @@
 //! `vhost-blk`: parse the command line, validate it into a `Config`, run the daemon.
 
-// As the library (lib.rs): no unwrap, expect, panic or unreachable outside tests.
+// As the library (lib.rs): no unwrap, expect, panic, unreachable, indexing or slicing outside
+// tests.
 #![cfg_attr(
     not(test),
     deny(
         clippy::unwrap_used,
         clippy::expect_used,
         clippy::panic,
-        clippy::unreachable
+        clippy::unreachable,
+        clippy::indexing_slicing
     )
 )]
 

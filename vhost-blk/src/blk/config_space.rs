@@ -1,8 +1,6 @@
 //! The virtio-blk configuration space: virtio-bindings' `struct virtio_blk_config`, little
 //! endian, as vm-memory's `ByteValued` bytes.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::mem::{offset_of, size_of};
 
 use virtio_bindings::virtio_blk::virtio_blk_config;

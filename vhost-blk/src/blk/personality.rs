@@ -78,8 +78,9 @@ impl Personality for BlkPersonality {
     fn set_config(&self, offset: u32, data: &[u8]) -> io::Result<()> {
         // Only the writeback byte is writable, and only with CONFIG_WCE.
         let wce = self.acked.load(Ordering::Relaxed) & (1 << VIRTIO_BLK_F_CONFIG_WCE) != 0;
-        if offset as usize == WRITEBACK_OFFSET && data.len() == 1 && wce {
-            let wb = data[0] != 0;
+        let writable = offset as usize == WRITEBACK_OFFSET && wce;
+        if let (true, [byte]) = (writable, data) {
+            let wb = *byte != 0;
             self.writeback.store(wb, Ordering::Relaxed);
             tracing::info!(writeback = wb, "guest switched the cache mode");
             if !wb {

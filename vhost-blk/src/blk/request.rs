@@ -5,8 +5,6 @@
 //! sectors), discard / write-zeroes segments against the advertised limits, and writes on a
 //! read-only disk. A bad request gets IOERR or UNSUPP and the queue keeps going.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::mem::size_of;
 
 use virtio_bindings::virtio_blk::*;

@@ -359,10 +359,10 @@ impl Distribution {
                 if !ok_shape {
                     return Err(DistributionError::TableNoP100);
                 }
-                for w in points.windows(2) {
-                    check(w[1].1)?;
-                    if w[1].0 <= w[0].0 || w[1].1 < w[0].1 {
-                        return Err(DistributionError::TableNotMonotone(format!("p{}", w[1].0)));
+                for (a, b) in points.iter().zip(points.iter().skip(1)) {
+                    check(b.1)?;
+                    if b.0 <= a.0 || b.1 < a.1 {
+                        return Err(DistributionError::TableNotMonotone(format!("p{}", b.0)));
                     }
                 }
                 Ok(())
@@ -406,13 +406,16 @@ impl Distribution {
         }
     }
 
-    /// `pct` in `[0, 100]`.
+    /// `pct` in `[0, 100]`. A validated table has at least two points; a shorter one (never
+    /// built) yields its only value, or 0.
     fn table_quantile(points: &[(f64, u64)], pct: f64) -> u64 {
         let u = pct;
         let i = points
             .partition_point(|p| p.0 <= u)
-            .clamp(1, points.len() - 1);
-        let ((q0, v0), (q1, v1)) = (points[i - 1], points[i]);
+            .clamp(1, points.len().saturating_sub(1).max(1));
+        let (Some(&(q0, v0)), Some(&(q1, v1))) = (points.get(i - 1), points.get(i)) else {
+            return points.first().map_or(0, |p| p.1);
+        };
         let frac = ((u - q0) / (q1 - q0)).clamp(0.0, 1.0);
         to_ns(v0 as f64 + frac * (v1 as f64 - v0 as f64))
     }
@@ -463,8 +466,9 @@ impl Distribution {
             }
             Distribution::Exp { mean } => *mean as f64,
             Distribution::Table(points) => points
-                .windows(2)
-                .map(|w| (w[1].0 - w[0].0) / 100.0 * (w[0].1 as f64 + w[1].1 as f64) / 2.0)
+                .iter()
+                .zip(points.iter().skip(1))
+                .map(|(a, b)| (b.0 - a.0) / 100.0 * (a.1 as f64 + b.1 as f64) / 2.0)
                 .sum(),
         }
     }

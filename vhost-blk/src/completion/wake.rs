@@ -26,11 +26,39 @@ const GROUPS: usize = 16;
 #[derive(Debug, Clone)]
 pub struct WakeLearner {
     base_ns: u64,
-    samples: [[u64; WINDOW]; GROUPS],
-    /// Samples recorded per group (saturating; the window holds the last `WINDOW`).
-    seen: [usize; GROUPS],
+    groups: [Group; GROUPS],
 }
 
+/// The lateness samples of one sleep-length group.
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    samples: [u64; WINDOW],
+    /// Samples recorded (saturating; the window holds the last `WINDOW`).
+    seen: usize,
+}
+
+impl Group {
+    /// The group's [`QUANTILE`] sample plus [`MARGIN_NS`]; 0 without samples.
+    fn learned(&self) -> u64 {
+        let n = self.seen.min(WINDOW);
+        let mut s = self.samples;
+        let Some(s) = s.get_mut(..n) else {
+            return 0;
+        };
+        s.sort_unstable();
+        s.get((QUANTILE * n / WINDOW).min(n.saturating_sub(1)))
+            .map_or(0, |v| v + MARGIN_NS)
+    }
+
+    fn record(&mut self, late_ns: u64) {
+        if let Some(slot) = self.samples.get_mut(self.seen % WINDOW) {
+            *slot = late_ns;
+        }
+        self.seen = self.seen.saturating_add(1);
+    }
+}
+
+/// The group of a sleep of `sleep_ns` (rule 1): always below `GROUPS`.
 fn group(sleep_ns: u64) -> usize {
     let us = sleep_ns / 1_000;
     ((u64::BITS - us.leading_zeros()) as usize).min(GROUPS - 1)
@@ -41,31 +69,24 @@ impl WakeLearner {
     pub fn new(base_ns: u64) -> Self {
         Self {
             base_ns,
-            samples: [[0; WINDOW]; GROUPS],
-            seen: [0; GROUPS],
+            groups: [Group {
+                samples: [0; WINDOW],
+                seen: 0,
+            }; GROUPS],
         }
     }
 
     /// How long before a deadline to wake, for a wait of `wait_ns` from now (rule 2).
     pub fn lead_ns(&self, wait_ns: u64) -> u64 {
-        let g = group(wait_ns);
-        let n = self.seen[g].min(WINDOW);
-        let learned = if n == 0 {
-            0
-        } else {
-            let mut s = self.samples[g];
-            let s = &mut s[..n];
-            s.sort_unstable();
-            s[(QUANTILE * n / WINDOW).min(n - 1)] + MARGIN_NS
-        };
+        let learned = self.groups.get(group(wait_ns)).map_or(0, Group::learned);
         learned.max(self.base_ns).min(MAX_SPIN_NS).min(wait_ns)
     }
 
     /// A timer armed for a wait of `wait_ns` woke `late_ns` after the time it was set for.
     pub fn record(&mut self, wait_ns: u64, late_ns: u64) {
-        let g = group(wait_ns);
-        self.samples[g][self.seen[g] % WINDOW] = late_ns;
-        self.seen[g] = self.seen[g].saturating_add(1);
+        if let Some(g) = self.groups.get_mut(group(wait_ns)) {
+            g.record(late_ns);
+        }
     }
 }
 

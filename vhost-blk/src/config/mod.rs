@@ -364,13 +364,17 @@ impl Config {
             "validated: every vring fits the bitmask"
         );
         let threads = usize::from(self.threads);
-        let mut masks = vec![0u64; threads];
-        for q in 0..total_queues {
-            let t = q.saturating_sub(first_request_queue) % threads;
-            let t = if q < first_request_queue { 0 } else { t };
-            masks[t] |= 1 << q;
-        }
-        masks
+        let owner = |q: usize| match q.checked_sub(first_request_queue) {
+            Some(r) => r % threads,
+            None => 0,
+        };
+        (0..threads)
+            .map(|t| {
+                (0..total_queues)
+                    .filter(|&q| owner(q) == t)
+                    .fold(0u64, |m, q| m | 1 << q)
+            })
+            .collect()
     }
 }
 

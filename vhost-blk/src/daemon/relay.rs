@@ -139,27 +139,28 @@ fn read_msg(sock: &UnixStream) -> io::Result<Option<Msg>> {
         .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
     // SAFETY: the first `nfds` entries are descriptors the kernel just gave us; each is
     // wrapped exactly once and closed on drop.
-    let fds = raw[..nfds.min(MAX_ATTACHED_FD_ENTRIES)]
+    let fds = raw
         .iter()
+        .take(nfds)
         .map(|&fd| unsafe { File::from_raw_fd(fd) })
         .collect();
     if n == 0 {
         return Ok(None);
     }
-    if n < hdr.len() {
-        (&mut &*sock).read_exact(&mut hdr[n..])?;
+    // `n` is at most the header's length (the one iovec); the rest of it follows.
+    if let Some(rest) = hdr.get_mut(n..).filter(|r| !r.is_empty()) {
+        (&mut &*sock).read_exact(rest)?;
     }
-    let word =
-        |i: usize| u32::from_ne_bytes([hdr[4 * i], hdr[4 * i + 1], hdr[4 * i + 2], hdr[4 * i + 3]]);
-    let size = word(2) as usize;
+    let [r0, r1, r2, r3, f0, f1, f2, f3, s0, s1, s2, s3] = hdr;
+    let size = u32::from_ne_bytes([s0, s1, s2, s3]) as usize;
     if size > MAX_MSG_SIZE {
         return Err(io::Error::other(format!("message of {size} bytes")));
     }
     let mut payload = vec![0u8; size];
     (&mut &*sock).read_exact(&mut payload)?;
     Ok(Some(Msg {
-        request: word(0),
-        flags: word(1),
+        request: u32::from_ne_bytes([r0, r1, r2, r3]),
+        flags: u32::from_ne_bytes([f0, f1, f2, f3]),
         payload,
         fds,
     }))
@@ -181,8 +182,8 @@ fn write_msg(
     let sent = sock
         .send_with_fds(&[buf.as_slice()], fds)
         .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
-    if sent < buf.len() {
-        (&mut &*sock).write_all(&buf[sent..])?;
+    if let Some(rest) = buf.get(sent..).filter(|r| !r.is_empty()) {
+        (&mut &*sock).write_all(rest)?;
     }
     Ok(())
 }
@@ -288,7 +289,11 @@ impl<P: Personality> State<P> {
         if self.reply_ack && !self.call_ack.wait() {
             tracing::warn!("no answer to SET_VRING_CALL: signalling the call eventfd anyway");
         }
-        if let Err(e) = (&m.fds[0]).write_all(&1u64.to_ne_bytes()) {
+        let signalled = m
+            .fds
+            .first()
+            .map(|mut fd| fd.write_all(&1u64.to_ne_bytes()));
+        if let Some(Err(e)) = signalled {
             tracing::warn!("cannot signal the call eventfd: {e}");
         }
         Ok(())

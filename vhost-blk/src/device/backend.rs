@@ -57,6 +57,23 @@ pub struct BackendOptions {
     pub inflight: bool,
 }
 
+/// What the backend keeps of one queue.
+struct QueueSlot {
+    state: Mutex<QueueState>,
+    /// Notified by its worker when the queue gives up its turn with work left (see the module
+    /// documentation); registered with that worker's epoll loop.
+    resume: EventFd,
+    /// Kick events and drains seen (device::diag).
+    counters: QueueCounters,
+}
+
+impl QueueSlot {
+    /// Locks the queue's state. Only its own worker contends for it.
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// The vhost-user backend of one connection.
 pub struct DeviceBackend<P: Personality> {
     personality: Arc<P>,
@@ -64,12 +81,8 @@ pub struct DeviceBackend<P: Personality> {
     opts: BackendOptions,
     /// For each worker thread, the global indices of its queues, in order.
     thread_queues: Vec<Vec<usize>>,
-    queues: Vec<Mutex<QueueState>>,
-    /// Per queue: notified by its worker when the queue gives up its turn with work left (see
-    /// the module documentation); registered with that worker's epoll loop.
-    resume: Vec<EventFd>,
-    /// Per queue: kick events and drains seen (device::diag).
-    counters: Vec<QueueCounters>,
+    /// Per queue, by global index: its state, resume eventfd and counters.
+    queues: Vec<QueueSlot>,
     event_idx: AtomicBool,
     acked_features: AtomicU64,
     /// The workers' exit events (vhost-user-backend leaves their read ends open).
@@ -93,15 +106,25 @@ impl<P: Personality> DeviceBackend<P> {
             .iter()
             .map(|m| (0..n).filter(|q| (m >> q) & 1 == 1).collect())
             .collect();
+        if stats.len() < n {
+            return Err(io::Error::other(format!(
+                "statistics for {} queues, the device has {n}",
+                stats.len()
+            )));
+        }
         let first = personality.first_request_queue();
-        let queues = (0..n)
-            .map(|q| {
+        let queues = stats
+            .iter()
+            .take(n)
+            .enumerate()
+            .map(|(q, stats)| -> io::Result<QueueSlot> {
                 let vector = q.checked_sub(first).map(|v| v as u16);
-                Mutex::new(QueueState::new(q, vector, &opts.model, stats[q].clone()))
+                Ok(QueueSlot {
+                    state: Mutex::new(QueueState::new(q, vector, &opts.model, stats.clone())),
+                    resume: EventFd::new(EFD_NONBLOCK)?,
+                    counters: QueueCounters::default(),
+                })
             })
-            .collect();
-        let resume = (0..n)
-            .map(|_| EventFd::new(EFD_NONBLOCK))
             .collect::<io::Result<_>>()?;
         let gated = (0..n).find(|&q| personality.completes_after_requests(q));
         Ok(Self {
@@ -110,8 +133,6 @@ impl<P: Personality> DeviceBackend<P> {
             opts,
             thread_queues,
             queues,
-            resume,
-            counters: (0..n).map(|_| QueueCounters::default()).collect(),
             event_idx: AtomicBool::new(false),
             acked_features: AtomicU64::new(0),
             exit_events: ExitEvents::default(),
@@ -131,9 +152,9 @@ impl<P: Personality> DeviceBackend<P> {
         let mem = self.mem.memory();
         self.queues
             .iter()
-            .zip(&self.counters)
             .enumerate()
-            .map(|(q, (m, c))| {
+            .map(|(q, slot)| {
+                let c = &slot.counters;
                 let counts = format!(
                     "kicks={} drains={}",
                     c.kicks.load(Ordering::Relaxed),
@@ -147,7 +168,7 @@ impl<P: Personality> DeviceBackend<P> {
                     ),
                     None => format!("queue {q}: never kicked (no vring attached) {counts}"),
                 };
-                match m.try_lock() {
+                match slot.state.try_lock() {
                     Ok(state) => line(&state),
                     Err(TryLockError::Poisoned(e)) => line(&e.into_inner()),
                     Err(TryLockError::WouldBlock) => {
@@ -161,28 +182,20 @@ impl<P: Personality> DeviceBackend<P> {
     /// Installs the inflight area the frontend sent with SET_INFLIGHT_FD (or none): each queue
     /// it covers reads its region before its next drain and resubmits what was in flight.
     pub fn set_inflight(&self, area: Option<Arc<InflightArea>>) {
-        for (q, state) in self.queues.iter().enumerate() {
+        for (q, slot) in self.queues.iter().enumerate() {
             let region = area.as_ref().and_then(|a| a.queue(q));
-            state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .set_inflight(region);
+            slot.lock().set_inflight(region);
         }
     }
 
     /// The relay saw SET_VRING_KICK for queue `q` (before passing it on): a request queue
     /// that will recover first holds the gated queue's recovery back (inflight rule 5).
     pub fn ring_starting(&self, q: usize) {
-        let Some(state) = self.queues.get(q) else {
+        let Some(slot) = self.queues.get(q) else {
             return;
         };
         let request = q >= self.personality.first_request_queue() && Some(q) != self.gated;
-        if request
-            && state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .recovery_pending()
-        {
+        if request && slot.lock().recovery_pending() {
             self.gate.starting(q);
         }
     }
@@ -288,16 +301,14 @@ impl<P: Personality> DeviceBackend<P> {
         state.publish(event_idx, || avail_pending(vring, mem));
     }
 
-    /// Locks the state of queue `q`. Only its own worker contends for it.
-    fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, QueueState> {
-        self.queues[q].lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Ends the turn of queue `q` with work left: its worker's epoll loop calls it again after
-    /// the other ready events. False if the eventfd could not be written (then the caller
-    /// keeps going, as a worker serving only this queue does).
+    /// the other ready events. False if the eventfd could not be written, or there is no such
+    /// queue (then the caller keeps going, as a worker serving only this queue does).
     fn pass_turn(&self, q: usize) -> bool {
-        match self.resume[q].write(1) {
+        let Some(slot) = self.queues.get(q) else {
+            return false;
+        };
+        match slot.resume.write(1) {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(queue = q, "resume eventfd: {e}");
@@ -312,8 +323,13 @@ impl<P: Personality> DeviceBackend<P> {
     fn process_queue(&self, q: usize, vring: &Vring, shared: bool) {
         let mem = self.mem.memory();
         let event_idx = self.event_idx.load(Ordering::Relaxed);
-        self.counters[q].drain();
-        let mut state = self.queue(q);
+        // `q` is one of the worker's own queues, all below the device's count.
+        let Some(slot) = self.queues.get(q) else {
+            tracing::warn!(queue = q, "no such queue");
+            return;
+        };
+        slot.counters.drain();
+        let mut state = slot.lock();
         state.attach(vring);
         if state.recovery_pending() {
             if Some(q) == self.gated && !self.gate.may_pass() {
@@ -326,6 +342,7 @@ impl<P: Personality> DeviceBackend<P> {
         state.pay_owed_signal();
         let turn = Turn {
             q,
+            slot,
             vring,
             mem: &mem,
             shared,
@@ -354,6 +371,7 @@ impl<P: Personality> DeviceBackend<P> {
             mem,
             shared,
             event_idx,
+            ..
         } = *t;
         let mut chains: SmallVec<[Chain; BATCH]> = SmallVec::new();
         let mut processed = false;
@@ -392,13 +410,14 @@ impl<P: Personality> DeviceBackend<P> {
     /// leaves after one batch with work left, only after progress (a ring that yields nothing
     /// must not come back forever).
     fn after_drain<'s>(
-        &'s self,
-        t: &Turn<'_>,
+        &self,
+        t: &Turn<'s>,
         mut state: MutexGuard<'s, QueueState>,
         processed: bool,
     ) -> (MutexGuard<'s, QueueState>, After) {
         let Turn {
             q,
+            slot,
             vring,
             mem,
             shared,
@@ -407,7 +426,7 @@ impl<P: Personality> DeviceBackend<P> {
         if processed && state.is_idle() {
             drop(state);
             let more = yield_then_look(vring, mem);
-            state = self.queue(q);
+            state = slot.lock();
             state.attach(vring);
             if more {
                 return (state, self.again_or_pass(q, shared));
@@ -437,10 +456,12 @@ impl<P: Personality> DeviceBackend<P> {
     }
 }
 
-/// One call of [`DeviceBackend::process_queue`]: queue, ring, guest memory, shared, event_idx.
+/// One call of [`DeviceBackend::process_queue`]: queue (index and parts), ring, guest memory,
+/// shared, event_idx.
 #[derive(Clone, Copy)]
 struct Turn<'a> {
     q: usize,
+    slot: &'a QueueSlot,
     vring: &'a Vring,
     mem: &'a GuestMemoryMmapT,
     shared: bool,
@@ -478,13 +499,24 @@ impl<P: Personality> DeviceBackend<P> {
         handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
     ) -> io::Result<()> {
         let n = self.personality.num_queues();
-        for (t, queues) in self.thread_queues.iter().enumerate() {
-            for &q in queues {
-                if let Some(fd) = self.queue(q).timer_fd() {
-                    handlers[t].register_listener(fd, EventSet::IN, (n + 1 + q) as u64)?;
+        if handlers.len() < self.thread_queues.len() {
+            return Err(io::Error::other(format!(
+                "{} epoll handlers for {} worker threads",
+                handlers.len(),
+                self.thread_queues.len()
+            )));
+        }
+        for (queues, handler) in self.thread_queues.iter().zip(handlers) {
+            // `thread_queues` holds only queues below the device's count (`new`).
+            for (q, slot) in queues
+                .iter()
+                .filter_map(|&q| Some((q, self.queues.get(q)?)))
+            {
+                if let Some(fd) = slot.lock().timer_fd() {
+                    handler.register_listener(fd, EventSet::IN, (n + 1 + q) as u64)?;
                 }
-                handlers[t].register_listener(
-                    self.resume[q].as_raw_fd(),
+                handler.register_listener(
+                    slot.resume.as_raw_fd(),
                     EventSet::IN,
                     (2 * n + 1 + q) as u64,
                 )?;
@@ -497,9 +529,9 @@ impl<P: Personality> DeviceBackend<P> {
     /// workers lock only their own queue, so this waits at most for one drain, never deadlocks).
     fn flush_request_queues(&self, except: usize, event_idx: bool) {
         let first = self.personality.first_request_queue();
-        for (r, q) in self.queues.iter().enumerate().skip(first) {
+        for (r, slot) in self.queues.iter().enumerate().skip(first) {
             if r != except {
-                q.lock().unwrap_or_else(|e| e.into_inner()).flush(event_idx);
+                slot.lock().flush(event_idx);
             }
         }
     }
@@ -513,8 +545,8 @@ impl<P: Personality> DeviceBackend<P> {
     /// Publishes all held completions on every queue (used at shutdown).
     pub fn flush_all(&self) {
         let event_idx = self.event_idx.load(Ordering::Relaxed);
-        for q in &self.queues {
-            q.lock().unwrap_or_else(|e| e.into_inner()).flush(event_idx);
+        for slot in &self.queues {
+            slot.lock().flush(event_idx);
         }
     }
 }

@@ -22,8 +22,6 @@
 //! and a `Vec` per call), check neither overlap nor limits, and offer the data only as
 //! `io::Read`/`io::Write` (a copy) rather than as slices for `preadv`/`pwritev`.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use smallvec::SmallVec;
 use std::mem::size_of;
 use virtio_queue::DescriptorChain;

@@ -1,8 +1,6 @@
 //! The virtio-scsi configuration space: virtio-bindings' `struct virtio_scsi_config`, little
 //! endian, as vm-memory's `ByteValued` bytes.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::mem::{offset_of, size_of};
 
 use virtio_bindings::virtio_scsi::virtio_scsi_config;

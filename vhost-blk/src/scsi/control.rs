@@ -8,8 +8,6 @@
 //! not supported). No asynchronous event is supported, so AN query and subscribe answer with
 //! an empty event mask.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::mem::size_of;
 
 use virtio_bindings::virtio_scsi::*;

@@ -17,8 +17,6 @@
 //! data-in go between guest memory and the emulation as volatile slices (no copy for
 //! READ/WRITE).
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::mem::offset_of;
 
 use virtio_bindings::virtio_scsi::*;

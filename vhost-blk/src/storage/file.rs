@@ -5,8 +5,6 @@
 //! is made). With O_DIRECT, a request whose buffers, offset or length are not aligned goes
 //! through an aligned bounce buffer, copied with vm-memory's volatile copies.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};

@@ -1,8 +1,6 @@
 //! Null storage: reads return zeros (or, untouched, leave the buffers as they are), writes are
 //! accepted and dropped.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use super::{check_range, iov_len, IoBuf, Storage, StorageError};
 
 /// Zeroes `buf` with one `memset`, the fill a null device's read does.

@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use vhost_blk::completion::now_ns;
 
 use super::args::{Args, Pattern};
-use super::{plan, run_measured, BenchError, Plan, QueueResult};
+use super::{plan, run_measured, thread_of, BenchError, Plan, QueueResult};
 
 const DRIVER: &str = "virtio-blk-vhost-user";
 
@@ -37,19 +37,29 @@ struct Lane {
 }
 
 impl Lane {
-    fn issue(&mut self, slot: usize, plan: &Plan, rng: &mut ChaCha8Rng, seq: &mut u64) {
+    fn issue(
+        &mut self,
+        slot: usize,
+        plan: &Plan,
+        rng: &mut ChaCha8Rng,
+        seq: &mut u64,
+    ) -> Result<(), BenchError> {
         let spb = u64::from(plan.bs / 512);
         let blocks = (plan.sectors / spb).max(1);
-        let (buf, len) = (self.bufs[slot] as *mut u8, plan.bs as usize);
+        let (Some(&buf), Some(submitted)) = (self.bufs.get(slot), self.submitted.get_mut(slot))
+        else {
+            return Err(BenchError::NoSlot(slot));
+        };
+        let (buf, len) = (buf as *mut u8, plan.bs as usize);
         let random = |rng: &mut ChaCha8Rng| rng.gen_range(0..blocks) * spb * 512;
         let write = match plan.rw {
             Pattern::Read | Pattern::RandRead => false,
             Pattern::Write | Pattern::RandWrite => true,
             Pattern::Mix(pct) => rng.gen_range(0..100u8) >= pct,
             Pattern::Flush => {
-                self.submitted[slot] = Some(now_ns());
+                *submitted = Some(now_ns());
                 self.q.flush(slot, ReqFlags::empty());
-                return;
+                return Ok(());
             }
         };
         let offset = match plan.rw {
@@ -59,12 +69,13 @@ impl Lane {
             }
             _ => random(rng),
         };
-        self.submitted[slot] = Some(now_ns());
+        *submitted = Some(now_ns());
         if write {
             self.q.write(offset, buf, len, slot, ReqFlags::empty());
         } else {
             self.q.read(offset, buf, len, slot, ReqFlags::empty());
         }
+        Ok(())
     }
 
     /// Takes every completion available, resubmits while the run lasts, and lets libblkio
@@ -80,7 +91,7 @@ impl Lane {
         loop {
             let n = self.q.do_io(comps, 0, None, None).map_err(err("do_io"))?;
             let now = now_ns();
-            for c in &comps[..n] {
+            for c in comps.iter().take(n) {
                 // SAFETY: do_io initialised the first `n` completions.
                 let c = unsafe { c.assume_init_ref() };
                 let slot = c.user_data;
@@ -98,7 +109,7 @@ impl Lane {
                     }
                 }
                 if now < plan.end {
-                    self.issue(slot, plan, rng, seq);
+                    self.issue(slot, plan, rng, seq)?;
                 }
             }
             total += n;
@@ -125,7 +136,7 @@ fn run_thread(
     let mut comps: Vec<MaybeUninit<Completion>> = (0..qd).map(|_| MaybeUninit::uninit()).collect();
     for lane in &mut lanes {
         for slot in 0..lane.bufs.len() {
-            lane.issue(slot, plan, &mut rng, &mut seq);
+            lane.issue(slot, plan, &mut rng, &mut seq)?;
         }
         lane.last_progress = now_ns();
         // Submits (and kicks), and takes what has completed already: against a fast backend
@@ -197,7 +208,7 @@ pub(crate) fn run(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchE
             .get_completion_fd()
             .ok_or_else(|| BenchError::Blkio("queue without a completion fd".into()))?;
         let first = region.addr + i * usize::from(args.qd) * per_slot as usize;
-        per_thread[i % usize::from(threads)].push(Lane {
+        thread_of(&mut per_thread, i)?.push(Lane {
             q,
             fd,
             bufs: (0..usize::from(args.qd))

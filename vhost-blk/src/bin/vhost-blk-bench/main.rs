@@ -21,14 +21,16 @@
 //! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
 //! the throughput per backend CPU-second.
 
-// As the library: no unwrap/expect outside tests (lib.rs).
+// As the library: no unwrap/expect/panic/unreachable, indexing or slicing outside tests
+// (lib.rs).
 #![cfg_attr(
     not(test),
     deny(
         clippy::unwrap_used,
         clippy::expect_used,
         clippy::panic,
-        clippy::unreachable
+        clippy::unreachable,
+        clippy::indexing_slicing
     )
 )]
 
@@ -72,6 +74,12 @@ enum BenchError {
     Blkio(String),
     #[error("queue {0} is not connected")]
     NoQueue(usize),
+    #[error("request slot {0} does not exist")]
+    NoSlot(usize),
+    #[error("descriptor head {0} beyond the queue size")]
+    BadHead(u16),
+    #[error("no thread to drive queue {0}")]
+    NoThread(usize),
     #[error("a bench thread panicked")]
     ThreadPanicked,
     #[error("report as JSON: {0}")]
@@ -140,7 +148,7 @@ impl Lane {
         let spb = u64::from(plan.bs / 512);
         let blocks = (plan.sectors / spb).max(1);
         let random = |rng: &mut ChaCha8Rng| rng.gen_range(0..blocks) * spb;
-        let req = &mut self.slots[slot];
+        let req = self.slots.get_mut(slot).ok_or(BenchError::NoSlot(slot))?;
         match plan.rw {
             Pattern::Read | Pattern::Write => {
                 let sector = (*seq % blocks) * spb;
@@ -173,7 +181,11 @@ impl Lane {
         // preempted bench thread can only make a latency look longer, never shorter.
         let submitted = now_ns();
         let head = self.q.submit(&req.bufs())?;
-        self.by_head[usize::from(head)] = Some((slot, submitted));
+        let entry = self
+            .by_head
+            .get_mut(usize::from(head))
+            .ok_or(BenchError::BadHead(head))?;
+        *entry = Some((slot, submitted));
         Ok(())
     }
 
@@ -204,7 +216,8 @@ impl Lane {
                 let r = &mut self.res;
                 r.ops += 1;
                 r.latency.record(now.saturating_sub(submitted));
-                if !self.slots[slot].ok(used_len)? {
+                let req = self.slots.get(slot).ok_or(BenchError::NoSlot(slot))?;
+                if !req.ok(used_len)? {
                     r.errors += 1;
                 } else if plan.rw != Pattern::Flush {
                     r.bytes += u64::from(plan.bs);
@@ -416,7 +429,8 @@ fn run_bench(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchError>
             (u64::from_le_bytes(cap.try_into().unwrap_or([0; 8])), 512, 0)
         }
         Device::Scsi => {
-            let (sectors, bs) = slot::scsi_capacity(conn.ram(), &mut queues[0])?;
+            let q0 = queues.first_mut().ok_or(BenchError::NoQueue(first))?;
+            let (sectors, bs) = slot::scsi_capacity(conn.ram(), q0)?;
             // READ(10) addresses 2^32 blocks.
             let max = if args.cdb16 {
                 u64::MAX
@@ -436,7 +450,7 @@ fn run_bench(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchError>
             })
             .collect::<Result<Vec<_>, _>>()?;
         let done = if i == 0 { probed } else { 0 };
-        per_thread[i % usize::from(threads)].push(Lane {
+        thread_of(&mut per_thread, i)?.push(Lane {
             by_head: vec![None; usize::from(args.queue_size)],
             q,
             slots,
@@ -449,6 +463,13 @@ fn run_bench(args: &Args) -> Result<(Vec<QueueResult>, Option<f64>), BenchError>
     }
     let plan = plan(args, sectors);
     run_measured(args, &plan, per_thread, run_thread)
+}
+
+/// The lanes of the thread that drives queue `i`: thread `i % threads`.
+pub(crate) fn thread_of<T>(per_thread: &mut [Vec<T>], i: usize) -> Result<&mut Vec<T>, BenchError> {
+    i.checked_rem(per_thread.len())
+        .and_then(|t| per_thread.get_mut(t))
+        .ok_or(BenchError::NoThread(i))
 }
 
 fn run(args: &Args) -> Result<Report, BenchError> {

@@ -36,12 +36,21 @@ pub(crate) fn scsi_capacity(
         )));
     }
     let d = req.data()?;
-    let last_lba = u64::from_be_bytes(d[0..8].try_into().unwrap_or_default());
-    let bs = u32::from_be_bytes(d[8..12].try_into().unwrap_or_default()).max(512);
+    let Some((lba, rest)) = d.split_first_chunk::<8>() else {
+        return Err(short_capacity(d.len()));
+    };
+    let Some(bs) = rest.first_chunk::<4>() else {
+        return Err(short_capacity(d.len()));
+    };
+    let (last_lba, bs) = (u64::from_be_bytes(*lba), u32::from_be_bytes(*bs).max(512));
     Ok((
         last_lba.saturating_add(1).saturating_mul(u64::from(bs)) / 512,
         bs,
     ))
+}
+
+fn short_capacity(len: usize) -> FrontendError {
+    FrontendError::VhostUser(format!("READ CAPACITY(16) data of {len} bytes, 12 needed"))
 }
 
 impl Slot {

@@ -40,8 +40,8 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     fn reset_device(&self) {
         tracing::debug!(personality = self.personality.name(), "device reset");
         self.personality.reset();
-        for q in &self.queues {
-            q.lock().unwrap_or_else(|e| e.into_inner()).reset();
+        for slot in &self.queues {
+            slot.lock().reset();
         }
         self.gate.clear();
         self.event_idx.store(false, Ordering::Relaxed);
@@ -55,7 +55,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         let cfg = self.personality.config_space();
         let start = (offset as usize).min(cfg.len());
         let end = start.saturating_add(size as usize).min(cfg.len());
-        let mut out = cfg[start..end].to_vec();
+        let mut out = cfg.get(start..end).unwrap_or_default().to_vec();
         out.resize(size as usize, 0);
         out
     }
@@ -82,9 +82,9 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         // Completions still held by the latency model belong to requests the device finished:
         // publish them before the ring is handed back.
         let q = queue_index as usize;
-        if q < self.queues.len() {
+        if let Some(slot) = self.queues.get(q) {
             let event_idx = self.event_idx.load(Ordering::Relaxed);
-            self.queue(q).flush(event_idx);
+            slot.lock().flush(event_idx);
             // A stopped ring recovers (if ever) after its next SET_VRING_KICK.
             self.gate_done(q);
         }
@@ -104,16 +104,22 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         };
         let ev = usize::from(device_event);
         let shared = mine.len() > 1;
-        if ev < mine.len() {
-            self.counters[mine[ev]].kick();
-            self.process_queue(mine[ev], &vrings[ev], shared);
+        // The worker's own queue `q`, with its vring (vrings are in the order of `mine`).
+        let own = |q: usize| {
+            let local = mine.iter().position(|&x| x == q)?;
+            Some((self.queues.get(q)?, vrings.get(local)?))
+        };
+        if let (Some(&q), Some(vring)) = (mine.get(ev), vrings.get(ev)) {
+            if let Some(slot) = self.queues.get(q) {
+                slot.counters.kick();
+            }
+            self.process_queue(q, vring, shared);
         } else if ev > 2 * n {
             // A queue's turn comes back: data = 2 n + 1 + global queue index.
             let q = ev - 2 * n - 1;
-            if let Some(local) = mine.iter().position(|&x| x == q) {
+            if let Some((slot, vring)) = own(q) {
                 // Consumed before processing, so that passing the turn again re-arms it.
-                let _ = self.resume[q].read();
-                let vring = &vrings[local];
+                let _ = slot.resume.read();
                 let started = {
                     let r = vring.get_ref();
                     r.is_enabled() && r.get_queue().ready()
@@ -126,11 +132,10 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         } else if ev > n {
             // A queue's completion timer: data = n + 1 + global queue index.
             let q = ev - n - 1;
-            if let Some(local) = mine.iter().position(|&x| x == q) {
+            if let Some((slot, vring)) = own(q) {
                 let event_idx = self.event_idx.load(Ordering::Relaxed);
                 let mem = self.mem.memory();
-                let vring = &vrings[local];
-                let mut state = self.queue(q);
+                let mut state = slot.lock();
                 state.attach(vring);
                 state.on_timer(event_idx, || avail_pending(vring, &mem));
             }

@@ -3,8 +3,6 @@
 //! they are. Nothing here ever touches a byte outside the buffers it was given, nor allocates
 //! for a command with up to [`INLINE_SLICES`] buffers.
 
-#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
-
 use smallvec::SmallVec;
 
 use crate::storage::{IoBuf, Storage, StorageError};
