@@ -37,7 +37,9 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict/mainjob-s25-busy-compile-short-3 verdict/busy-short-s25-2 verdict/seqread-model
     verdict/busy-short-s26 verdict/seqread-model-busy seed000-scale kernel-lines/storm-v8
     reproduce/ten/idle/run1/vhost-blk reproduce/ten/idle/run2/vhost-blk
-    reproduce/ten/idle/run3/vhost-blk reproduce/ten/busy/run1/vhost-blk kernel-lines/rt73-scale)
+    reproduce/ten/idle/run3/vhost-blk reproduce/ten/busy/run1/vhost-blk kernel-lines/rt73-scale
+    reproduce/share/idle/run1/vhost-blk reproduce/share/idle/run2/vhost-blk
+    reproduce/share/idle/run3/vhost-blk reproduce/share/busy/run1/vhost-blk reproduce/spread/kaslr)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

@@ -32,7 +32,9 @@ pub fn runs_cmd(dirs: &[PathBuf], metrics: &[String], json: bool) -> ExitCode {
 
 fn tables(t: &RunsTable) -> String {
     let num = |v: Option<f64>| v.map_or("-".into(), fmt_num);
-    let mut header: Vec<String> = ["run", "kernel", "repeat", "state"].map(String::from).to_vec();
+    let mut header: Vec<String> = ["run", "kernel", "repeat", "state"]
+        .map(String::from)
+        .to_vec();
     header.extend(t.metrics.iter().cloned());
     let rows: Vec<Vec<String>> = t
         .rows
