@@ -86,6 +86,8 @@ fn headline_metrics_are_the_ones_the_report_always_plotted() {
         "storm_stuck",
         // Added with the unfrozen storm hook (its lost-run detector).
         "storm_stranded",
+        // Added as seed000-scale's primary metric (queue_lock's share of the contentions).
+        "qlock_contention_share_pct",
     ];
     let old = |m: &str| {
         OLD_SUFFIXES
