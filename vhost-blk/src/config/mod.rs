@@ -46,11 +46,11 @@ pub enum ConfigError {
     },
     #[error("--size is only meaningful with --image")]
     SizeWithoutImage,
-    #[error("image {0} does not exist; pass --size to create it")]
+    #[error("image {0:?} does not exist; pass --size to create it")]
     MissingImage(PathBuf),
-    #[error("cannot read config file {path}: {reason}")]
+    #[error("cannot read config file {path:?}: {reason}")]
     ConfigFile { path: PathBuf, reason: String },
-    #[error("serial '{0}' is longer than 20 bytes")]
+    #[error("serial {0:?} is longer than 20 bytes")]
     SerialTooLong(String),
     #[error("--direct and --read-only are only for --image")]
     FileOnlyOption,

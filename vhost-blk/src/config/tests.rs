@@ -273,3 +273,25 @@ fn topology_from_the_file_as_a_table_or_a_compact_string() {
     assert!(matches!(e, ConfigError::ConfigFile { .. }), "{e}");
     assert!(e.to_string().contains("bogus"), "{e}");
 }
+
+#[test]
+fn user_text_in_an_error_stays_on_one_line() {
+    // Found by `ci/fuzz.sh long config` (2026-12-05, after 1.27 million inputs): a TOML serial
+    // with an escaped newline came back inside the error, which then had two lines.
+    let text = "socket_path = \"s\"\nmem = \"64M\"\nblock_size = 4096\n\
+                serial = \"AB//\\\\&perf_=ode\\\\-\\n\\\\//--sock//\"\n";
+    let options: Options = toml::from_str(text).unwrap();
+    assert!(options.serial.as_deref().unwrap().contains('\n'));
+    let e = Config::try_from(Args {
+        options,
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(e, ConfigError::SerialTooLong(_)), "{e}");
+    let line = e.to_string();
+    assert!(!line.contains('\n') && line.contains("\\n"), "{line}");
+    // A path with a newline, likewise.
+    let e = Config::try_from(args(&["--socket-path", "s", "--image", "no\nsuch"])).unwrap_err();
+    assert!(matches!(e, ConfigError::MissingImage(_)), "{e}");
+    assert!(!e.to_string().contains('\n'), "{e}");
+}
