@@ -8,7 +8,7 @@ use crate::compare::{self, spread};
 use crate::report::{fmt_num, fmt_p, markdown_rows};
 use crate::results::load_runs;
 
-use super::{fail, split_kernels};
+use super::{fail, print_json, split_kernels};
 
 /// Judges each of `dirs` alone and prints the rows and their spread.
 pub fn each_cmd(dirs: &[PathBuf], kernels: Option<&str>, threshold: f64, json: bool) -> ExitCode {
@@ -33,13 +33,7 @@ pub fn each_cmd(dirs: &[PathBuf], kernels: Option<&str>, threshold: f64, json: b
     }
     let s = spread::spread(rows, threshold);
     if json {
-        return match serde_json::to_string_pretty(&s) {
-            Ok(t) => {
-                println!("{t}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(e, 1),
-        };
+        return print_json(&s);
     }
     print!("{}", table(&s));
     ExitCode::SUCCESS

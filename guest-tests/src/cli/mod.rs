@@ -234,6 +234,17 @@ fn slurm_run(cfg: &MatrixConfig, o: &batch::SlurmOptions) -> ExitCode {
 }
 
 /// Prints `guest-tests: <msg>` on stderr and returns `code`.
+/// Prints `v` as pretty JSON on stdout (exit 0), or fails with exit 1.
+pub fn print_json<T: serde::Serialize>(v: &T) -> ExitCode {
+    match serde_json::to_string_pretty(v) {
+        Ok(t) => {
+            println!("{t}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e, 1),
+    }
+}
+
 pub fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("guest-tests: {msg}");
     ExitCode::from(code)

@@ -8,7 +8,7 @@ use crate::compare::runs::{runs_table, RunsTable};
 use crate::report::{fmt_num, markdown_rows};
 use crate::results::load_runs;
 
-use super::fail;
+use super::{fail, print_json};
 
 /// Prints the runs table of `metrics` (exact names) over the runs under `dirs`.
 pub fn runs_cmd(dirs: &[PathBuf], metrics: &[String], json: bool) -> ExitCode {
@@ -18,13 +18,7 @@ pub fn runs_cmd(dirs: &[PathBuf], metrics: &[String], json: bool) -> ExitCode {
     }
     let t = runs_table(&runs, metrics);
     if json {
-        return match serde_json::to_string_pretty(&t) {
-            Ok(s) => {
-                println!("{s}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(e, 1),
-        };
+        return print_json(&t);
     }
     print!("{}", tables(&t));
     ExitCode::SUCCESS
