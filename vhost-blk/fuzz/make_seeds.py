@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets (corpus/<target>/<name>) in the input layouts
-the targets read (src/lib.rs, fuzz_targets/*.rs). Run from anywhere; it rewrites the seeds."""
+the targets read (src/lib.rs, fuzz_targets/*.rs). Run from anywhere; it rewrites the seeds.
+Files named finding-* are not written here: each is an input that found a bug, committed as the
+fuzzer found it (its unit test names it), so that every run starts from it."""
 import os
 import struct
 

@@ -27,19 +27,19 @@ pub enum Zero {
 /// A size or duration that does not parse. Each renders as one line.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum UnitError {
-    #[error("invalid size '{0}': use bytes or a K/M/G/T suffix, e.g. 512M")]
+    #[error("invalid size {0:?}: use bytes or a K/M/G/T suffix, e.g. 512M")]
     BadSize(String),
     #[error("empty duration")]
     EmptyDuration,
-    #[error("duration `{0}` needs a unit (ns, us, ms, s)")]
+    #[error("duration {0:?} needs a unit (ns, us, ms, s)")]
     MissingUnit(String),
-    #[error("duration `{0}`: unknown unit (use ns, us, ms or s)")]
+    #[error("duration {0:?}: unknown unit (use ns, us, ms or s)")]
     UnknownUnit(String),
-    #[error("duration `{0}` is not a non-negative number")]
+    #[error("duration {0:?} is not a non-negative number")]
     BadNumber(String),
-    #[error("duration `{0}` exceeds the 60 s limit")]
+    #[error("duration {0:?} exceeds the 60 s limit")]
     TooLarge(String),
-    #[error("{what} `{text}` must be greater than 0")]
+    #[error("{what} {text:?} must be greater than 0")]
     Zero { what: &'static str, text: String },
 }
 
@@ -149,8 +149,8 @@ mod tests {
         let dur = parse_duration_ns("0us", Zero::Rejected)
             .unwrap_err()
             .to_string();
-        assert_eq!(size, "size `0` must be greater than 0");
-        assert_eq!(dur, "duration `0us` must be greater than 0");
+        assert_eq!(size, "size \"0\" must be greater than 0");
+        assert_eq!(dur, "duration \"0us\" must be greater than 0");
         assert!(parse_duration_ns("0", Zero::Rejected).is_err());
         assert_eq!(parse_duration_ns("0ms", Zero::Allowed), Ok(0));
     }

@@ -34,14 +34,13 @@ fn exercise(bufs: &GuestBufs<'_>, input: &mut Input<'_>) {
 fuzz_target!(|data: &[u8]| {
     let mut input = Input::new(data);
     let mem = guest_memory();
-    let before;
     let writable;
     if input.u8() & 1 == 0 {
-        let Some(chain) = pop_chain(&mem, &mut input) else {
+        let Some(chain) = pop_chain(mem, &mut input) else {
             return;
         };
         writable = writable_ranges(&chain);
-        before = snapshot(&mem);
+        snapshot_before(mem);
         let limits = ChainLimits::new(QUEUE_SIZE, input.u32());
         let bufs = guest_bufs(&chain, &limits);
         if let Some(bufs) = &bufs {
@@ -70,11 +69,11 @@ fuzz_target!(|data: &[u8]| {
                 }
             })
             .collect();
-        before = snapshot(&mem);
+        snapshot_before(mem);
         let (max_bytes, max_descs) = (u64::from(input.u32()), usize::from(input.u8()));
-        if let Ok(bufs) = GuestBufs::new(&mem, descs, max_bytes, max_descs) {
+        if let Ok(bufs) = GuestBufs::new(mem, descs, max_bytes, max_descs) {
             exercise(&bufs, &mut input);
         }
     }
-    assert_only_writable_changed(&before, &snapshot(&mem), &writable);
+    assert_only_writable_changed(mem, &writable);
 });

@@ -1,6 +1,6 @@
 //! The settings a user gives: a TOML settings file (every key, nested `[completion]` and
 //! `[topology]` tables) or a command line, validated into a `Config`. Checks: no panic; either
-//! a `Config` or one error line. Nothing is created or deleted by validation (the fuzzer runs
+//! a `Config` or one error line, from TOML's parser too. Nothing is created or deleted by validation (the fuzzer runs
 //! in a scratch directory; `--config` files are not read).
 #![no_main]
 
@@ -16,8 +16,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let args = if mode & 1 == 0 {
-        let Ok(options) = toml::from_str::<Options>(text) else {
-            return;
+        let options = match Options::parse(text) {
+            Ok(o) => o,
+            Err(e) => return assert_one_line(&e),
         };
         Args {
             options,
@@ -34,7 +35,10 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     if let Err(e) = Config::try_from(args) {
-        let line = e.to_string();
-        assert!(!line.is_empty() && !line.contains('\n'), "not one line: {line:?}");
+        assert_one_line(&e.to_string());
     }
 });
+
+fn assert_one_line(line: &str) {
+    assert!(!line.is_empty() && !line.contains('\n'), "not one line: {line:?}");
+}

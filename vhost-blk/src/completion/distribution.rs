@@ -49,9 +49,9 @@ pub enum DistributionError {
     /// Another unit error (a zero where none is allowed).
     #[error(transparent)]
     Unit(UnitError),
-    #[error("unknown distribution `{0}` (use fixed, uniform, normal, lognormal, exp or table)")]
+    #[error("unknown distribution {0:?} (use fixed, uniform, normal, lognormal, exp or table)")]
     UnknownKind(String),
-    #[error("`{kind}` expects {expected}, got `{got}`")]
+    #[error("`{kind}` expects {expected}, got {got:?}")]
     BadArguments {
         kind: &'static str,
         expected: &'static str,
@@ -59,15 +59,15 @@ pub enum DistributionError {
     },
     #[error("uniform range {lo}..{hi} ns is reversed")]
     ReversedRange { lo: u64, hi: u64 },
-    #[error("{what} must be a finite number >= 0, got `{got}`")]
+    #[error("{what} must be a finite number >= 0, got {got:?}")]
     BadShape { what: &'static str, got: String },
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("lognormal: p99 ({p99} ns) must exceed the mean ({mean} ns) and be at most 14.9x it")]
     LognormalMeanP99 { mean: u64, p99: u64 },
-    #[error("table: bad point `{0}` (expected pNN=DURATION, NN in 0..=100)")]
+    #[error("table: bad point {0:?} (expected pNN=DURATION, NN in 0..=100)")]
     BadTablePoint(String),
-    #[error("table: percentiles must increase strictly and values must not decrease (at `{0}`)")]
+    #[error("table: percentiles must increase strictly and values must not decrease (at {0:?})")]
     TableNotMonotone(String),
     #[error("table: the last point must be p100")]
     TableNoP100,

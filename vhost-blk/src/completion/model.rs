@@ -57,11 +57,11 @@ pub enum ModelError {
     ZeroWindow,
     #[error("override for vector {vector}, but the device has only {queues} queues")]
     VectorOutOfRange { vector: u16, queues: u16 },
-    #[error("bad coalesce `{0}` (expected `off` or BATCH/DELAY, e.g. 16/50us)")]
+    #[error("bad coalesce {0:?} (expected `off` or BATCH/DELAY, e.g. 16/50us)")]
     BadCoalesce(String),
-    #[error("unknown perf mode `{0}` (expected balanced, iops or latency)")]
+    #[error("unknown perf mode {0:?} (expected balanced, iops or latency)")]
     BadPerfMode(String),
-    #[error("bad vector override `{0}` (expected VECTOR:key=value;... with keys service, msix, coalesce)")]
+    #[error("bad vector override {0:?} (expected VECTOR:key=value;... with keys service, msix, coalesce)")]
     BadOverride(String),
 }
 

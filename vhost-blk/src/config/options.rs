@@ -150,10 +150,16 @@ impl Options {
             path: path.to_owned(),
             reason: e.to_string(),
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
+        Self::parse(&text).map_err(|reason| ConfigError::ConfigFile {
             path: path.to_owned(),
-            reason: e.message().to_string(),
+            reason,
         })
+    }
+
+    /// Parses a settings file's text; the error is TOML's message, on one line (a key or value
+    /// it quotes may hold a newline: control characters come back escaped).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| escape_controls(e.message()))
     }
 
     pub(super) fn has_storage(&self) -> bool {
@@ -178,4 +184,17 @@ pub struct Args {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub completion: CompletionArgs,
+}
+
+/// `text` with each control character (a newline above all) written as its Rust escape.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }

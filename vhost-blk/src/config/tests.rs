@@ -294,4 +294,15 @@ fn user_text_in_an_error_stays_on_one_line() {
     let e = Config::try_from(args(&["--socket-path", "s", "--image", "no\nsuch"])).unwrap_err();
     assert!(matches!(e, ConfigError::MissingImage(_)), "{e}");
     assert!(!e.to_string().contains('\n'), "{e}");
+    // Found by CI's fuzz smoke from the input above (2026-12-05): a size with a newline
+    // (`findings/config-size-newline` in docs/results/fuzz).
+    let e = Config::try_from(args(&["--socket-path", "s", "--mem", "6de\\-\n//"]));
+    let line = e.map(|_| ()).unwrap_err().to_string();
+    assert!(!line.contains('\n') && line.contains("\\n"), "{line}");
+    // A duration likewise, inside TOML's message.
+    let e = Options::parse("[completion]\nservice = \"fixed:1x\\ny\"\n").unwrap_err();
+    assert!(e.contains("\\n") && !e.contains('\n'), "{e}");
+    // TOML's own message quotes a key as given; a quoted key may hold a newline.
+    let e = Options::parse("\"a\\nb\" = 1\n").unwrap_err();
+    assert!(e.contains("\\n") && !e.contains('\n'), "{e}");
 }
