@@ -8,7 +8,6 @@
 //! metric is decided by the sequential test of [`crate::compare::sequential`].
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,10 +20,11 @@ use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun::RerunInfo;
+use crate::launch::settings::BootSettings;
 use crate::launch::{host, RunSpec};
 use crate::metrics::registry;
 use crate::results::{load_runs, RunResult};
-use crate::suite::{Bios, Suite};
+use crate::suite::Suite;
 
 mod plan;
 pub use plan::{plan, Index, IndexEntry, Planned, SequentialRecord};
@@ -44,33 +44,23 @@ pub enum MatrixError {
 /// A validated `run` request.
 #[derive(Debug, Clone)]
 pub struct MatrixConfig {
+    /// Suite, QEMU, backend, seed and the rest of how every boot runs.
+    pub boot: BootSettings,
     /// Kernel names as results carry them (an ad-hoc kernel's label).
     pub kernels: Vec<String>,
     /// The `--kernels` elements, in the same order (equal to `kernels` for variants).
     pub kernel_specs: Vec<String>,
-    pub suite: Suite,
     pub variants: Vec<Option<String>>,
     pub repeat: u32,
     pub out: PathBuf,
-    pub accel: AccelChoice,
-    pub timeout: Duration,
-    pub bios: Bios,
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
-    pub seed: u64,
     /// Retries of a run that never reached the guest agent.
     pub retries: u32,
-    pub progress: bool,
     pub images: ImageOptions,
     pub design: Design,
     /// Stop when the primary metric is decided (None: run every repeat).
     pub until_decided: Option<SeqPlan>,
     /// Appended to the suite's backend arguments (e.g. `--threads 2`).
     pub extra_backend_args: Vec<String>,
-    /// Pin vCPU thread k to host CPU k mod n in every boot.
-    pub pin_vcpus: bool,
-    /// Real-time host scheduling of QEMU and the backend (`launch::sched`).
-    pub host_sched: crate::launch::sched::HostSched,
     /// Paired design with pinned vCPUs: the guest of the i-th kernel on host CPU i mod n.
     pub split_pairs: bool,
 }
@@ -212,8 +202,8 @@ pub struct Prepared {
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
 pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let kernels = ensure_kernels(&cfg.kernel_specs, &cfg.images)?;
-    let accel = resolve_accel(cfg.accel, &cfg.qemu_bin, &kernels[0])?;
-    let mut suite = cfg.suite.clone();
+    let accel = resolve_accel(cfg.boot.accel, &cfg.boot.qemu_bin, &kernels[0])?;
+    let mut suite = cfg.boot.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
     Ok(Prepared {
         kernels,
@@ -231,22 +221,16 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
         .find(|(_, n)| **n == p.kernel)
         .map(|(k, _)| k.clone())
         .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
+    let run_id = format!("{}-{}", cfg.boot.suite.name, p.dir);
+    let base = cfg
+        .boot
+        .run_spec(run_id, &cfg.out.join(&p.dir), kernel, prep.accel, p.seed);
     Ok(RunSpec {
-        run_id: format!("{}-{}", cfg.suite.name, p.dir),
-        run_dir: cfg.out.join(&p.dir),
-        kernel,
         suite: prep.suite.clone(),
         variant: p.variant.clone(),
-        seed: p.seed,
-        accel: prep.accel,
-        bios: cfg.bios,
-        timeout: cfg.timeout,
-        backend_bin: cfg.backend_bin.clone(),
-        qemu_bin: cfg.qemu_bin.clone(),
         pair: (cfg.design == Design::Paired).then_some(p.repeat),
-        pin_vcpus: cfg.pin_vcpus,
-        host_sched: cfg.host_sched,
         pin_slot: pair_slot(cfg, p),
+        ..base
     })
 }
 
@@ -254,7 +238,7 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
 /// rotated by the repeat, so that each kernel runs on each host CPU in turn (a CPU that the
 /// host's own work favours or burdens is not confounded with a kernel).
 fn pair_slot(cfg: &MatrixConfig, p: &Planned) -> Option<u32> {
-    if !(cfg.split_pairs && cfg.pin_vcpus && cfg.design == Design::Paired) {
+    if !(cfg.split_pairs && cfg.boot.pin_vcpus && cfg.design == Design::Paired) {
         return None;
     }
     rotated_slot(&cfg.kernels, &p.kernel, p.repeat)
@@ -322,7 +306,7 @@ pub fn index_entry(p: &Planned, rec: &RunResult, attempts: u32) -> IndexEntry {
 /// The index of a matrix before its first run.
 pub fn new_index(cfg: &MatrixConfig, accel: Accel) -> Index {
     Index {
-        suite: cfg.suite.name.clone(),
+        suite: cfg.boot.suite.name.clone(),
         kernels: cfg.kernels.clone(),
         repeat: cfg.repeat,
         accel,
@@ -339,11 +323,11 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
         path: cfg.out.clone(),
         msg: e.to_string(),
     })?;
-    let planned = plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
+    let planned = plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.boot.seed);
     let mut index = new_index(cfg, prep.accel);
     index.write(&cfg.out)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let bar = progress_bar(cfg.progress && tty, planned.len());
+    let bar = progress_bar(cfg.boot.progress && tty, planned.len());
     let say = |line: String| {
         if tty {
             bar.println(line)
@@ -374,7 +358,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
                 failed += 1;
                 say(format!("run {} failed: {:?}", p.dir, rec.status));
             }
-            if !tty || !cfg.progress {
+            if !tty || !cfg.boot.progress {
                 say(run_line(done, planned.len(), p, &rec, primary.as_deref()));
             }
             done += 1;
@@ -453,22 +437,11 @@ pub fn rerun_info(cfg: &MatrixConfig, p: &Planned) -> RerunInfo {
         .filter(|s| **s != p.kernel)
         .cloned();
     RerunInfo {
-        kernel: p.kernel.clone(),
-        kernel_spec: spec,
-        suite: cfg.suite.name.clone(),
-        suites_dir: cfg.suite.dir.clone(),
         variant: p.variant.clone(),
         repeat: p.repeat,
-        seed: p.seed,
-        accel: cfg.accel,
-        bios: cfg.bios,
-        timeout_secs: cfg.timeout.as_secs(),
-        backend_bin: cfg.backend_bin.clone(),
-        qemu_bin: cfg.qemu_bin.clone(),
         extra_backend_args: cfg.extra_backend_args.clone(),
-        pin_vcpus: cfg.pin_vcpus,
-        host_sched: cfg.host_sched,
         pin_slot: pair_slot(cfg, p),
+        ..cfg.boot.rerun_info(p.kernel.clone(), spec, p.seed)
     }
 }
 

@@ -14,6 +14,7 @@ use guest_tests::images::{self, ImageOptions, KernelImage};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::qemu::Accel;
 use guest_tests::launch::rerun::RerunInfo;
+use guest_tests::launch::settings::BootSettings;
 use guest_tests::launch::RunSpec;
 use guest_tests::matrix::{self, MatrixConfig};
 use guest_tests::results::{RunResult, RunStatus};
@@ -181,30 +182,32 @@ fn hang_times_out_and_matrix_goes_on() {
     let k = kernel();
     let out = keep_dir("timeout-matrix");
     let cfg = MatrixConfig {
+        boot: BootSettings {
+            suite: Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap(),
+            accel: match common::accel() {
+                Accel::Kvm => AccelChoice::Kvm,
+                Accel::Tcg => AccelChoice::Tcg,
+            },
+            // Far too short to boot: the guest is still running when the timeout hits.
+            timeout: Duration::from_millis(1500),
+            bios: suite::Bios::Qboot,
+            backend_bin: None,
+            qemu_bin: PathBuf::from("qemu-system-x86_64"),
+            seed: 0,
+            progress: false,
+            pin_vcpus: true,
+            host_sched: Default::default(),
+        },
         kernels: vec![KERNEL.into()],
         kernel_specs: vec![KERNEL.into()],
-        suite: Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap(),
         variants: vec![None],
         repeat: 2,
         out: out.clone(),
-        accel: match common::accel() {
-            Accel::Kvm => AccelChoice::Kvm,
-            Accel::Tcg => AccelChoice::Tcg,
-        },
-        // Far too short to boot: the guest is still running when the timeout hits.
-        timeout: Duration::from_millis(1500),
-        bios: suite::Bios::Qboot,
-        backend_bin: None,
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        seed: 0,
         retries: 0,
-        progress: false,
         images: ImageOptions::default(),
         design: matrix::Design::Interleaved,
         until_decided: None,
         extra_backend_args: Vec::new(),
-        pin_vcpus: true,
-        host_sched: Default::default(),
         split_pairs: false,
     };
     let t = std::time::Instant::now();
@@ -238,26 +241,28 @@ fn backend_start_failure_is_retried_and_kept() {
     kernel();
     let out = keep_dir("bad-backend");
     let cfg = MatrixConfig {
+        boot: BootSettings {
+            suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
+            accel: AccelChoice::Tcg,
+            timeout: Duration::from_secs(30),
+            bios: suite::Bios::Qboot,
+            backend_bin: Some(PathBuf::from("/bin/false")),
+            qemu_bin: PathBuf::from("qemu-system-x86_64"),
+            seed: 0,
+            progress: false,
+            pin_vcpus: true,
+            host_sched: Default::default(),
+        },
         kernels: vec![KERNEL.into()],
         kernel_specs: vec![KERNEL.into()],
-        suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
         variants: vec![None],
         repeat: 1,
         out: out.clone(),
-        accel: AccelChoice::Tcg,
-        timeout: Duration::from_secs(30),
-        bios: suite::Bios::Qboot,
-        backend_bin: Some(PathBuf::from("/bin/false")),
-        qemu_bin: PathBuf::from("qemu-system-x86_64"),
-        seed: 0,
         retries: 1,
-        progress: false,
         images: ImageOptions::default(),
         design: matrix::Design::Interleaved,
         until_decided: None,
         extra_backend_args: Vec::new(),
-        pin_vcpus: true,
-        host_sched: Default::default(),
         split_pairs: false,
     };
     let idx = matrix::run(&cfg).unwrap();

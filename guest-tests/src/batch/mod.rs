@@ -213,7 +213,7 @@ impl TaskDone {
 
 /// The tasks of a matrix: the local executor's groups, each with its run specs.
 pub fn plan_tasks(cfg: &MatrixConfig, prep: &matrix::Prepared) -> Result<Vec<Task>, BatchError> {
-    let planned = matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
+    let planned = matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.boot.seed);
     matrix::groups(cfg.design, &planned)
         .into_iter()
         .map(|g| {

@@ -55,7 +55,7 @@ fn preflight(
     cfg: &MatrixConfig,
     opts: &SlurmOptions,
 ) -> Result<(String, Vec<NodeRow>), BatchError> {
-    check_slurm(&cfg.out, cfg.backend_bin.as_deref(), opts)
+    check_slurm(&cfg.out, cfg.boot.backend_bin.as_deref(), opts)
 }
 
 /// What `submit` checks before anything is built or submitted, for any command that hands boots
@@ -130,7 +130,7 @@ pub fn check_slurm(
 /// The task time limit: every boot a run may take (retries), each its timeout plus two
 /// minutes for the initrd and the backend, in whole minutes.
 fn time_limit_min(cfg: &MatrixConfig) -> u64 {
-    let per_boot = cfg.timeout.as_secs() + 120;
+    let per_boot = cfg.boot.timeout.as_secs() + 120;
     (u64::from(cfg.retries) + 1) * per_boot / 60 + 1
 }
 
@@ -171,7 +171,7 @@ pub fn sbatch_argv(
 
 /// What `run --executor slurm --dry-run` prints besides the plan.
 pub fn dry_run_argv(cfg: &MatrixConfig, opts: &SlurmOptions) -> Vec<String> {
-    let planned = matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed);
+    let planned = matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.boot.seed);
     let n = matrix::groups(cfg.design, &planned).len();
     let part = opts.partition.clone().unwrap_or_else(|| "<default>".into());
     let mut a = vec!["sbatch".to_string()];
@@ -179,7 +179,7 @@ pub fn dry_run_argv(cfg: &MatrixConfig, opts: &SlurmOptions) -> Vec<String> {
         opts,
         &part,
         &absolute(&cfg.out),
-        &cfg.suite.name,
+        &cfg.boot.suite.name,
         n,
         time_limit_min(cfg),
     ));
@@ -231,7 +231,7 @@ pub fn submit(
         opts,
         &partition,
         &cfg.out,
-        &cfg.suite.name,
+        &cfg.boot.suite.name,
         tf.tasks.len(),
         time_limit_min(&cfg),
     );

@@ -24,8 +24,6 @@ use crate::images::manifest::Manifest;
 use crate::images::spec::{Base, KernelSpec};
 use crate::images::{self, ImageError, ImageOptions, KernelImage};
 use crate::launch::qemu::Accel;
-use crate::launch::rerun::RerunInfo;
-use crate::launch::RunSpec;
 use crate::matrix;
 
 pub use super::boot::BootConfig;
@@ -221,48 +219,15 @@ impl RealLab {
         run_dir: &Path,
         seed: u64,
     ) -> crate::results::RunResult {
-        let b = &self.boot;
-        let run_dir = run_dir.to_path_buf();
-        let spec = RunSpec {
-            run_id: format!(
-                "{}-bisect-{}",
-                b.suite.name,
-                run_dir.file_name().unwrap_or_default().to_string_lossy()
-            ),
-            run_dir: run_dir.clone(),
-            kernel,
-            suite: b.suite.clone(),
-            variant: None,
-            seed,
-            accel,
-            bios: b.bios,
-            timeout: b.timeout,
-            backend_bin: b.backend_bin.clone(),
-            qemu_bin: b.qemu_bin.clone(),
-            pair: None,
-            pin_vcpus: b.pin_vcpus,
-            host_sched: Default::default(),
-            pin_slot: None,
-        };
+        let b = &self.boot.settings;
+        let run_id = format!(
+            "{}-bisect-{}",
+            b.suite.name,
+            run_dir.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let spec = b.run_spec(run_id, run_dir, kernel, accel, seed);
         let spec_text = &self.cands[c].1.text;
-        let rerun = RerunInfo {
-            kernel: self.cands[c].1.label.clone(),
-            kernel_spec: Some(spec_text.clone()),
-            suite: b.suite.name.clone(),
-            suites_dir: b.suite.dir.clone(),
-            variant: None,
-            repeat: 0,
-            seed,
-            accel: b.accel,
-            bios: b.bios,
-            timeout_secs: b.timeout.as_secs(),
-            backend_bin: b.backend_bin.clone(),
-            qemu_bin: b.qemu_bin.clone(),
-            extra_backend_args: vec![],
-            pin_vcpus: b.pin_vcpus,
-            host_sched: Default::default(),
-            pin_slot: None,
-        };
+        let rerun = b.rerun_info(self.cands[c].1.label.clone(), Some(spec_text.clone()), seed);
         matrix::execute_retrying(&spec, rerun, 1).0
     }
 
@@ -292,7 +257,7 @@ impl Lab for RealLab {
     fn build(&mut self, c: usize) -> Result<(), Failure> {
         let (cand, spec) = &self.cands[c];
         let opts = ImageOptions {
-            progress: self.boot.progress,
+            progress: self.boot.settings.progress,
             ..Default::default()
         };
         let t = Instant::now();
@@ -335,8 +300,12 @@ impl Lab for RealLab {
         let accel = match self.accel {
             Some(a) => a,
             None => {
-                let a = matrix::resolve_accel(self.boot.accel, &self.boot.qemu_bin, &kernel)
-                    .map_err(|e| Failure::Abort(e.to_string()))?;
+                let a = matrix::resolve_accel(
+                    self.boot.settings.accel,
+                    &self.boot.settings.qemu_bin,
+                    &kernel,
+                )
+                .map_err(|e| Failure::Abort(e.to_string()))?;
                 self.accel = Some(a);
                 a
             }
@@ -346,7 +315,7 @@ impl Lab for RealLab {
             std::fs::create_dir_all(p)
                 .map_err(|e| Failure::Abort(format!("{}: {e}", p.display())))?;
         }
-        let seed = self.boot.seed + self.boots as u64;
+        let seed = self.boot.settings.seed + self.boots as u64;
         self.boots += 1;
         let t = Instant::now();
         let rec = match &self.boot.slurm {

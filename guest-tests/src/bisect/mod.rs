@@ -62,7 +62,7 @@ fn fingerprint(cfg: &BisectConfig) -> Fingerprint {
     Fingerprint {
         candidates: cfg.cands.iter().map(|(c, _)| c.id.clone()).collect(),
         specs: cfg.cands.iter().map(|(_, s)| s.text.clone()).collect(),
-        suite: cfg.boot.suite.name.clone(),
+        suite: cfg.boot.settings.suite.name.clone(),
         metric: cfg.boot.metric.clone(),
         plan: cfg.plan,
     }

@@ -9,6 +9,7 @@ use super::search::Failure;
 use crate::batch::{self, BatchError, SlurmOptions};
 use crate::images::spec::KernelSpec;
 use crate::images::ImageOptions;
+use crate::launch::settings::BootSettings;
 use crate::matrix::{Design, MatrixConfig};
 use crate::results::{load_runs, RunResult};
 
@@ -23,26 +24,21 @@ pub fn boot(
     o: &SlurmOptions,
 ) -> Result<RunResult, Failure> {
     let cfg = MatrixConfig {
+        boot: BootSettings {
+            seed,
+            progress: false,
+            ..b.settings.clone()
+        },
         kernels: vec![spec.label.clone()],
         kernel_specs: vec![spec.text.clone()],
-        suite: b.suite.clone(),
         variants: vec![None],
         repeat: 1,
         out: run_dir.to_path_buf(),
-        accel: b.accel,
-        timeout: b.timeout,
-        bios: b.bios,
-        backend_bin: b.backend_bin.clone(),
-        qemu_bin: b.qemu_bin.clone(),
-        seed,
         retries: 1,
-        progress: false,
         images: ImageOptions::default(),
         design: Design::Interleaved,
         until_decided: None,
         extra_backend_args: Vec::new(),
-        pin_vcpus: b.pin_vcpus,
-        host_sched: Default::default(),
         split_pairs: false,
     };
     let o = SlurmOptions {

@@ -10,7 +10,6 @@ use crate::bisect::lab::{self, BootConfig};
 use crate::bisect::{self, Answer, BisectConfig, BisectPlan, ClassifierPlan};
 use crate::images::{self, spec::KernelSpec};
 use crate::results::load_runs;
-use crate::suite::Bios;
 
 /// How each boot runs and how steps are decided (shared by both commands).
 #[derive(Args, Debug, Clone)]
@@ -110,7 +109,7 @@ fn stamp() -> String {
 impl StepArgs {
     fn check(self) -> Result<(BootConfig, ClassifierPlan), String> {
         let boot = self.boot.check(&self.suite)?;
-        let suite = boot.suite;
+        let suite = &boot.suite;
         let metric = match self.metric.or_else(|| suite.spec.primary_metric.clone()) {
             Some(m) => m,
             None => {
@@ -143,21 +142,12 @@ impl StepArgs {
             max_boots: self.max_boots,
             ..Default::default()
         };
-        let bios: Bios = suite.spec.bios;
         let slurm = self.executor.slurm(false)?;
         Ok((
             BootConfig {
+                settings: boot,
                 metric,
-                accel: boot.accel,
-                timeout: boot.timeout,
-                bios,
-                backend_bin: boot.backend_bin,
-                qemu_bin: boot.qemu_bin,
-                seed: boot.seed,
-                pin_vcpus: true,
-                progress: boot.progress,
                 slurm,
-                suite,
             },
             plan,
         ))
@@ -167,7 +157,7 @@ impl StepArgs {
 /// With `--executor slurm`: what `run --executor slurm` checks before anything is submitted.
 fn check_executor(boot: &BootConfig, out: &std::path::Path) -> Result<(), String> {
     match &boot.slurm {
-        Some(o) => crate::batch::check_slurm(out, boot.backend_bin.as_deref(), o)
+        Some(o) => crate::batch::check_slurm(out, boot.settings.backend_bin.as_deref(), o)
             .map(|_| ())
             .map_err(|e| e.to_string()),
         None => Ok(()),
@@ -210,7 +200,11 @@ impl TryFrom<BisectArgs> for BisectConfig {
             return Err("nothing to bisect: the good and bad ends are the same".into());
         }
         let out = a.out.unwrap_or_else(|| {
-            PathBuf::from("results").join(format!("bisect-{}-{}", boot.suite.name, stamp()))
+            PathBuf::from("results").join(format!(
+                "bisect-{}-{}",
+                boot.settings.suite.name,
+                stamp()
+            ))
         });
         check_out(&out)?;
         check_executor(&boot, &out)?;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::launch::accel::AccelChoice;
+use crate::launch::sched::HostSched;
+use crate::launch::settings::BootSettings;
 use crate::launch::{backend, qemu, qemus};
 use crate::suite::{self, Suite};
 
@@ -40,21 +42,10 @@ pub struct BootArgs {
     no_progress: bool,
 }
 
-/// [`BootArgs`] checked against the suite they run.
-#[derive(Debug, Clone)]
-pub struct Boot {
-    pub suite: Suite,
-    pub accel: AccelChoice,
-    pub timeout: Duration,
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
-    pub seed: u64,
-    pub progress: bool,
-}
-
 impl BootArgs {
-    /// Loads suite `name` and checks the rest (nothing is created).
-    pub fn check(self, name: &str) -> Result<Boot, String> {
+    /// Loads suite `name` and checks the rest (nothing is created): the suite's BIOS, pinned
+    /// vCPUs, the host's own scheduling (`run` may override these three).
+    pub fn check(self, name: &str) -> Result<BootSettings, String> {
         let dir = self.suites_dir.unwrap_or_else(suite::default_dir);
         let suite = Suite::load(&dir, name).map_err(|e| e.to_string())?;
         let accel: AccelChoice = self.accel.parse()?;
@@ -77,13 +68,16 @@ impl BootArgs {
             Some(p) => Some(p),
             None => backend::default_vhost_blk(),
         };
-        Ok(Boot {
+        Ok(BootSettings {
+            bios: suite.spec.bios,
             suite,
             accel,
             timeout: Duration::from_secs(timeout),
             backend_bin,
             qemu_bin,
             seed: self.seed,
+            pin_vcpus: true,
+            host_sched: HostSched::default(),
             progress: !self.no_progress,
         })
     }

@@ -333,7 +333,7 @@ fn run_cmd(a: RunArgs) -> ExitCode {
         Err(e) => return fail(e, 2),
     };
     if dry_run {
-        for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.seed) {
+        for p in matrix::plan(&cfg.kernels, &cfg.variants, cfg.repeat, cfg.boot.seed) {
             println!(
                 "{}  kernel={} variant={} seed={}",
                 cfg.out.join(&p.dir).display(),
@@ -527,8 +527,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.kernels, ["rt", "debian-rt"]);
         assert_eq!(c.variants.len(), 4);
-        assert_eq!(c.timeout, Duration::from_secs(30));
-        assert_eq!(c.accel, AccelChoice::Auto);
+        assert_eq!(c.boot.timeout, Duration::from_secs(30));
+        assert_eq!(c.boot.accel, AccelChoice::Auto);
         assert!(!out.exists());
     }
 

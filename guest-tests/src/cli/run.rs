@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::batch::SlurmOptions;
 use crate::images::{self, ImageOptions};
+use crate::launch::settings::BootSettings;
 use crate::matrix::{self, MatrixConfig};
 use crate::suite::{self, Bios, Suite};
 
@@ -123,7 +124,7 @@ impl TryFrom<RunArgs> for MatrixConfig {
 
     fn try_from(a: RunArgs) -> Result<Self, String> {
         let boot = a.boot.check(&a.suite)?;
-        let suite = boot.suite;
+        let suite = boot.suite.clone();
         let (kernel_specs, kernels) = check_kernels(&a.kernels)?;
         if a.retries > 5 {
             return Err(format!("--retries {} is more than 5", a.retries));
@@ -162,39 +163,37 @@ impl TryFrom<RunArgs> for MatrixConfig {
         };
         let variants = pick_variants(a.variant.as_deref(), &suite)?;
         let out = out_dir(a.out, &suite.name)?;
+        let pin_vcpus = match a.vcpu_placement.as_str() {
+            "pinned" | "split" => true,
+            "host" => false,
+            o => {
+                return Err(format!(
+                    "unknown --vcpu-placement '{o}' (known: pinned, host, split)"
+                ))
+            }
+        };
         Ok(MatrixConfig {
-            kernels,
-            kernel_specs,
-            suite,
-            variants,
-            repeat,
-            out,
-            accel: boot.accel,
-            timeout: boot.timeout,
-            bios,
-            backend_bin: boot.backend_bin,
-            qemu_bin: boot.qemu_bin,
-            seed: boot.seed,
-            retries: a.retries,
-            progress: boot.progress,
             images: ImageOptions {
                 progress: boot.progress,
                 ..Default::default()
             },
+            boot: BootSettings {
+                suite,
+                bios,
+                pin_vcpus,
+                host_sched: a.host_sched.parse()?,
+                ..boot
+            },
+            kernels,
+            kernel_specs,
+            variants,
+            repeat,
+            out,
+            retries: a.retries,
             design,
             until_decided,
             extra_backend_args,
-            host_sched: a.host_sched.parse()?,
             split_pairs: a.vcpu_placement == "split",
-            pin_vcpus: match a.vcpu_placement.as_str() {
-                "pinned" | "split" => true,
-                "host" => false,
-                o => {
-                    return Err(format!(
-                        "unknown --vcpu-placement '{o}' (known: pinned, host, split)"
-                    ))
-                }
-            },
         })
     }
 }

@@ -21,6 +21,7 @@ pub mod qemus;
 pub mod rerun;
 pub mod restart;
 pub mod sched;
+pub mod settings;
 
 mod drive;
 
