@@ -8,7 +8,8 @@
 //! 2. A thread is a vCPU when its comm is QEMU's `CPU <n>/TCG` or `CPU <n>/KVM`.
 //! 3. Per-thread CPU time comes from `/proc/PID/task/TID/schedstat` (ns), falling back to
 //!    utime + stime of `stat` (clock ticks); a thread that exits between the listing and the read
-//!    is skipped. Host busy time comes from the first line of `/proc/stat`.
+//!    is skipped. Host busy time comes from the `cpu` line of `/proc/stat`. The procfs crate
+//!    reads and parses these files; this module only adds them up.
 //! 5. When the host is itself a virtual machine, `/proc/stat`'s steal column is CPU time the
 //!    host wanted and its hypervisor gave to someone else. It is counted apart
 //!    ([`CpuWindow::steal_per_s`]) and is not unrelated load on this host: a guest can lose
@@ -20,8 +21,8 @@
 //!    process's growth not seen on its live non-vCPU threads is charged to the vCPUs (an upper
 //!    bound: the time of QEMU's other exited threads lands there too).
 
-use std::path::Path;
-
+use procfs::process::{Process, Schedstat, Stat};
+use procfs::{CurrentSI, KernelStats};
 use serde::{Deserialize, Serialize};
 
 /// CPU seconds of one process, split into vCPU threads and the rest.
@@ -99,36 +100,14 @@ impl CpuWindow {
     }
 }
 
-fn clk_tck() -> f64 {
-    // SAFETY: sysconf only reads a configuration value; no memory is passed.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+/// utime + stime of a process's or thread's `stat`, in seconds (`tck`: clock ticks per second).
+pub fn stat_secs(stat: &Stat, tck: u64) -> f64 {
+    (stat.utime + stat.stime) as f64 / tck as f64
 }
 
-/// `(comm) state ... utime stime` -> (comm, seconds). The comm may hold spaces and parens, so
-/// the fields are counted from the last `)`.
-pub fn parse_stat(text: &str, tck: f64) -> Option<(String, f64)> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
-    let ut: f64 = rest.get(11)?.parse().ok()?;
-    let st: f64 = rest.get(12)?.parse().ok()?;
-    Some((comm, (ut + st) / tck))
-}
-
-/// `/proc/PID/task/TID/schedstat`: first field, ns on CPU.
-pub fn parse_schedstat(text: &str) -> Option<f64> {
-    text.split_whitespace()
-        .next()?
-        .parse::<u64>()
-        .ok()
-        .map(|ns| ns as f64 / 1e9)
+/// Schedstat's time on CPU (ns), in seconds.
+pub fn schedstat_secs(s: &Schedstat) -> f64 {
+    s.sum_exec_runtime as f64 / 1e9
 }
 
 /// QEMU names its vCPU threads `CPU <n>/TCG` (or `/KVM`).
@@ -136,30 +115,22 @@ pub fn is_vcpu(comm: &str) -> bool {
     comm.starts_with("CPU ") && (comm.ends_with("/TCG") || comm.ends_with("/KVM"))
 }
 
-/// CPU time of every thread of `pid`, split by [`is_vcpu`].
+/// CPU time of every thread of `pid`, split by [`is_vcpu`] (rules 3 and 4).
 pub fn proc_cpu(pid: u32) -> Option<ProcCpu> {
-    let tck = clk_tck();
-    let dir = format!("/proc/{pid}/task");
+    let tck = procfs::ticks_per_second();
+    let p = Process::new(i32::try_from(pid).ok()?).ok()?;
     let mut out = ProcCpu {
-        total_s: std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| parse_stat(&s, tck))
-            .map_or(0.0, |(_, secs)| secs),
+        total_s: p.stat().map_or(0.0, |s| stat_secs(&s, tck)),
         ..ProcCpu::default()
     };
-    for e in std::fs::read_dir(&dir).ok()?.flatten() {
-        let t = e.path();
-        let Ok(stat) = std::fs::read_to_string(t.join("stat")) else {
+    for t in p.tasks().ok()?.flatten() {
+        let Ok(stat) = t.stat() else {
             continue;
         };
-        let Some((comm, ticks_s)) = parse_stat(&stat, tck) else {
-            continue;
-        };
-        let secs = std::fs::read_to_string(t.join("schedstat"))
-            .ok()
-            .and_then(|s| parse_schedstat(&s))
-            .unwrap_or(ticks_s);
-        if is_vcpu(&comm) {
+        let secs = t
+            .schedstat()
+            .map_or_else(|_| stat_secs(&stat, tck), |s| schedstat_secs(&s));
+        if is_vcpu(&stat.comm) {
             out.vcpu_s += secs;
             out.vcpu_threads += 1;
         } else {
@@ -169,46 +140,29 @@ pub fn proc_cpu(pid: u32) -> Option<ProcCpu> {
     Some(out)
 }
 
-/// `cpu  user nice system idle iowait irq softirq steal ...` -> (busy, steal) seconds: busy is
-/// all of the first seven columns but idle and iowait; steal is the eighth (0 when a kernel
-/// does not report it).
-pub fn parse_proc_stat(text: &str, tck: f64) -> Option<(f64, f64)> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<f64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    if v.len() < 5 {
-        return None;
-    }
-    let first7 = &v[..v.len().min(7)];
-    let busy: f64 = first7.iter().sum::<f64>() - v[3] - v[4];
-    let steal = v.get(7).copied().unwrap_or(0.0);
-    Some((busy / tck, steal / tck))
-}
-
-fn loadavg_1m(root: &Path) -> f64 {
-    std::fs::read_to_string(root.join("loadavg"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
+/// `/proc/stat`'s `cpu` line -> (busy, steal) seconds: busy is user + nice + system + irq +
+/// softirq (idle and iowait are not busy; guest time is already inside user); steal is 0 when a
+/// kernel does not report it.
+pub fn host_busy_steal(k: &KernelStats, tck: u64) -> (f64, f64) {
+    let t = &k.total;
+    let busy = t.user + t.nice + t.system + t.irq.unwrap_or(0) + t.softirq.unwrap_or(0);
+    (
+        busy as f64 / tck as f64,
+        t.steal.unwrap_or(0) as f64 / tck as f64,
+    )
 }
 
 /// A snapshot now. `backend` is the external backend's pid, if any.
 pub fn sample(qemu: u32, backend: Option<u32>) -> CpuSample {
-    let root = Path::new("/proc");
-    let (host_busy_s, host_steal_s) = std::fs::read_to_string(root.join("stat"))
-        .ok()
-        .and_then(|s| parse_proc_stat(&s, clk_tck()))
-        .unwrap_or((0.0, 0.0));
+    let (host_busy_s, host_steal_s) = KernelStats::current().map_or((0.0, 0.0), |k| {
+        host_busy_steal(&k, procfs::ticks_per_second())
+    });
     CpuSample {
         qemu: proc_cpu(qemu).unwrap_or_default(),
         backend_s: backend.and_then(proc_cpu).map_or(0.0, |p| p.total()),
         host_busy_s,
         host_steal_s,
-        loadavg_1m: loadavg_1m(root),
+        loadavg_1m: super::host::loadavg().map_or(f64::NAN, |l| l[0]),
     }
 }
 
@@ -233,17 +187,17 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
 }
 
 /// Every thread of `pid` with its comm (empty when the process is gone; a thread that exits
-/// while it is listed keeps an empty comm).
+/// while it is listed is left out, or keeps an empty comm when it went after being opened).
 pub fn threads(pid: u32) -> Vec<(i32, String)> {
-    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(tasks) = i32::try_from(pid)
+        .ok()
+        .and_then(|pid| Process::new(pid).ok()?.tasks().ok())
+    else {
         return Vec::new();
     };
-    rd.flatten()
-        .filter_map(|e| {
-            let tid = e.file_name().to_str()?.parse::<i32>().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            Some((tid, comm.trim().to_string()))
-        })
+    tasks
+        .flatten()
+        .map(|t| (t.tid, t.stat().map(|s| s.comm).unwrap_or_default()))
         .collect()
 }
 
@@ -251,32 +205,51 @@ pub fn threads(pid: u32) -> Vec<(i32, String)> {
 mod tests {
     use super::*;
 
+    /// A real `/proc/PID/task/TID/stat` line of a QEMU vCPU thread, utime 250 and stime 50.
+    const VCPU_STAT: &str = "4242 (CPU 3/TCG) S 1 4230 4230 0 -1 4194624 152 0 0 0 250 50 0 0 \
+        20 0 9 0 8802 1474355200 52741 18446744073709551615 1 1 0 0 0 0 0 4096 17636 0 0 0 -1 \
+        1 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+
+    fn kernel_stats(text: &str) -> KernelStats {
+        let si = procfs::ExplicitSystemInfo {
+            boot_time_secs: 1,
+            ticks_per_second: 100,
+            page_size: 4096,
+            is_little_endian: true,
+        };
+        let full = format!("{text}ctxt 1\nbtime 1\nprocesses 1\n");
+        <KernelStats as procfs::FromReadSI>::from_read(full.as_bytes(), &si).unwrap()
+    }
+
     #[test]
-    fn stat_fields_are_counted_from_the_last_paren() {
-        let s = "4242 (CPU 3/TCG) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 0 0";
-        let (comm, secs) = parse_stat(s, 100.0).unwrap();
-        assert_eq!(comm, "CPU 3/TCG");
-        assert!((secs - 3.0).abs() < 1e-12);
-        assert!(is_vcpu(&comm));
+    fn stat_times_and_comm_from_the_last_paren() {
+        use procfs::FromRead;
+        let st = Stat::from_read(VCPU_STAT.as_bytes()).unwrap();
+        assert_eq!(st.comm, "CPU 3/TCG");
+        assert!((stat_secs(&st, 100) - 3.0).abs() < 1e-12);
+        assert!((stat_secs(&st, 250) - 1.2).abs() < 1e-12);
+        assert!(is_vcpu(&st.comm));
         assert!(!is_vcpu("qemu-system-x86"));
-        let odd = "7 (a) b (c)) R 1 2 3 4 5 6 7 8 9 10 1 1 0";
-        assert_eq!(parse_stat(odd, 100.0).unwrap().0, "a) b (c)");
-        assert!(parse_stat("garbage", 100.0).is_none());
-        assert_eq!(parse_schedstat("1500000000 20 30\n"), Some(1.5));
+        // A comm holding spaces and parens: the fields are counted from the last `)`.
+        let odd = VCPU_STAT.replace("(CPU 3/TCG)", "(a) b (c))");
+        let st = Stat::from_read(odd.as_bytes()).unwrap();
+        assert_eq!(st.comm, "a) b (c)");
+        assert!((stat_secs(&st, 100) - 3.0).abs() < 1e-12);
+        assert!(Stat::from_read("garbage".as_bytes()).is_err());
+        let ss = Schedstat::from_read("1500000000 20 30\n".as_bytes()).unwrap();
+        assert_eq!(schedstat_secs(&ss), 1.5);
     }
 
     #[test]
     fn window_rates_and_unrelated_load() {
-        let stat = "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3 4 5\n";
-        assert_eq!(parse_proc_stat(stat, 100.0), Some((1.5, 0.0)));
+        let stat = kernel_stats("cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3 4 5\n");
+        assert_eq!(host_busy_steal(&stat, 100), (1.5, 0.0));
         // A host that is itself a VM: steal (column 8) is apart from busy time.
-        let vm = "cpu  5695 0 3490 34236 356 0 129 709 0 0\n";
-        assert_eq!(parse_proc_stat(vm, 100.0), Some((93.14, 7.09)));
+        let vm = kernel_stats("cpu  5695 0 3490 34236 356 0 129 709 0 0\n");
+        assert_eq!(host_busy_steal(&vm, 100), (93.14, 7.09));
         // An old kernel without the steal column.
-        assert_eq!(
-            parse_proc_stat("cpu  1 2 3 4 5\n", 100.0),
-            Some((0.06, 0.0))
-        );
+        let old = kernel_stats("cpu  1 2 3 4 5\n");
+        assert_eq!(host_busy_steal(&old, 100), (0.06, 0.0));
         let a = CpuSample {
             qemu: ProcCpu {
                 vcpu_s: 10.0,
@@ -324,8 +297,15 @@ mod tests {
         let me = std::process::id();
         let p = proc_cpu(me).unwrap();
         assert_eq!(p.vcpu_threads, 0);
+        // This test binary runs its tests on threads of its own.
+        let ts = threads(me);
+        assert!(ts.iter().any(|(tid, _)| *tid == me as i32), "{ts:?}");
+        assert!(ts.iter().all(|(_, comm)| !comm.is_empty()), "{ts:?}");
         let s = sample(me, Some(me));
         assert!(s.host_busy_s > 0.0);
+        assert!(s.loadavg_1m >= 0.0);
+        assert!(threads(u32::MAX).is_empty());
+        assert!(proc_cpu(u32::MAX).is_none());
     }
 
     #[test]

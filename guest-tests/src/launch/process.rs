@@ -141,10 +141,9 @@ mod tests {
     }
 
     fn alive(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
-            .unwrap_or(false)
+        procfs::process::Process::new(pid as i32)
+            .and_then(|p| p.stat())
+            .is_ok_and(|s| s.state != 'Z')
     }
 
     #[test]

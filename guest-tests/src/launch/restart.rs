@@ -95,21 +95,21 @@ pub struct RestartRecord {
     pub resubmitted_other: Option<u64>,
 }
 
+fn process(pid: u32) -> Option<procfs::process::Process> {
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
+}
+
 fn fd_count(pid: u32) -> Option<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .ok()
-        .map(|d| d.count() as u32)
+    process(pid)?.fd_count().ok().map(|n| n as u32)
 }
 
 fn modified(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
+/// `VmRSS` of `/proc/PID/status`, KiB (procfs keeps the kernel's kB figure as it is).
 fn rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    process(pid)?.status().ok()?.vmrss
 }
 
 /// Drives the kills of one run.

@@ -1,5 +1,5 @@
 //! The pieces a report is made of, shared by the sections that build them (markdown, model)
-//! and the renderers (markdown, html).
+//! and rendered to report.md by `markdown.rs` (report.html is that Markdown, rendered).
 
 /// A piece of the report.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,5 @@
-//! The report's content as a list of blocks, rendered to Markdown here and to HTML in
-//! `html.rs`, so both files always say the same thing.
+//! The report's content as a list of blocks, rendered to Markdown here; `html.rs` renders that
+//! Markdown text, so both files always say the same thing.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -175,9 +175,10 @@ fn write(dir: &Path, data: &ReportData) -> Result<ReportFiles, ReportError> {
         plots.push(path);
     }
     let md = dir.join("report.md");
-    std::fs::write(&md, markdown::render(data)).map_err(io(&md))?;
+    let md_text = markdown::render(data);
+    std::fs::write(&md, &md_text).map_err(io(&md))?;
     let html = dir.join("report.html");
-    std::fs::write(&html, html::render(data)).map_err(io(&html))?;
+    std::fs::write(&html, html::render(&data.title, &md_text, &data.plots)).map_err(io(&html))?;
     Ok(ReportFiles {
         markdown: md,
         html,

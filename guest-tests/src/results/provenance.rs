@@ -5,8 +5,12 @@ use std::io::Read;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use procfs::Current;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// The host's load averages (read where the launcher reads its other host facts).
+pub use crate::launch::host::loadavg;
 
 /// Everything needed to say what produced a run (all fields default when absent on read).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -97,16 +101,20 @@ pub struct HostInfo {
     pub hostname: String,
 }
 
+/// The first CPU's `model name` (empty on hosts whose cpuinfo has none, e.g. arm64). procfs
+/// keeps a value up to a second `:`, if a model name ever held one.
+fn cpu_model(c: &procfs::CpuInfo) -> Option<String> {
+    c.model_name(0).map(str::to_string)
+}
+
 impl HostInfo {
     /// Reads the CPU model, core count, load and kernel release of this host (best effort:
     /// fields it cannot read stay empty).
     pub fn probe() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
+        let cpu_model = procfs::CpuInfo::current()
+            .ok()
+            .as_ref()
+            .and_then(cpu_model)
             .unwrap_or_default();
         HostInfo {
             cpu_model,
@@ -121,16 +129,6 @@ impl HostInfo {
                 .unwrap_or_default(),
         }
     }
-}
-
-/// The host's load averages from `/proc/loadavg`.
-pub fn loadavg() -> Option<[f64; 3]> {
-    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
-}
-
-fn parse_loadavg(s: &str) -> Option<[f64; 3]> {
-    let mut it = s.split_whitespace().map(|t| t.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
 }
 
 /// SHA-256 of a file, lower-case hex.
@@ -220,12 +218,18 @@ mod tests {
     }
 
     #[test]
-    fn loadavg_and_sha() {
+    fn cpu_model_and_sha() {
+        use procfs::FromRead;
+        let text = "processor\t: 0\nvendor_id\t: GenuineIntel\n\
+                    model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz \nflags\t\t: fpu\n\n\
+                    processor\t: 1\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
+        let c = procfs::CpuInfo::from_read(text.as_bytes()).unwrap();
         assert_eq!(
-            parse_loadavg("1.50 0.75 0.25 2/300 1234\n"),
-            Some([1.5, 0.75, 0.25])
+            cpu_model(&c).as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
         );
-        assert_eq!(parse_loadavg("1.0 x"), None);
+        let arm = procfs::CpuInfo::from_read("processor\t: 0\nBogoMIPS\t: 50.00\n".as_bytes());
+        assert_eq!(cpu_model(&arm.unwrap()), None);
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         std::fs::write(&p, b"abc").unwrap();
