@@ -7,9 +7,11 @@
 //! 3. n is the buckets' counts plus the overflows. A quantile q is the first bucket, in ascending
 //!    order, whose cumulative count reaches q x n; when that is in the overflow, the max.
 //! 4. No file, or no samples: no figures. A header line whose numbers do not parse is an error.
+//! 5. `table cyclictest FILE` prints one histogram's figures (`p50 P us, p99 P us, max M us,
+//!    n N`); a missing file or one without samples is an error there.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{read_opt, TableError};
 
@@ -87,6 +89,31 @@ pub(crate) fn read(path: &Path) -> Result<Option<Figures>, TableError> {
     }
 }
 
+#[derive(Debug, clap::Args)]
+pub(crate) struct CyclictestArgs {
+    /// cyclictest's output with its histogram (`-h US`).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+/// A count, or `-`.
+pub(crate) fn int(x: Option<u64>) -> String {
+    x.map_or_else(|| "-".into(), |x| x.to_string())
+}
+
+/// `table cyclictest`: the line of one histogram's figures (rule 5).
+pub(crate) fn table(a: &CyclictestArgs) -> Result<String, TableError> {
+    let f = read(&a.file)?
+        .ok_or_else(|| TableError::Content(a.file.clone(), "no such file, or no samples".into()))?;
+    Ok(format!(
+        "p50 {} us, p99 {} us, max {} us, n {}\n",
+        int(f.p50),
+        int(f.p99),
+        int(f.max),
+        f.n
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +162,18 @@ mod tests {
         let f = parse(" 000001 000009\n000002 000001 7\n00000a 000009\n000004 000002\n").unwrap();
         assert_eq!(f.map(|f| (f.n, f.p50, f.max)), Some((2, Some(4), None)));
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(read(&dir.path().join("cyclictest.txt")).unwrap(), None);
+        let file = dir.path().join("cyclictest.txt");
+        assert_eq!(read(&file).unwrap(), None);
+        let a = CyclictestArgs { file: file.clone() };
+        assert!(table(&a)
+            .unwrap_err()
+            .to_string()
+            .contains("cyclictest.txt"));
+        std::fs::write(
+            &file,
+            "000003 000002\n000007 000002\n# Max Latencies: 00009\n",
+        )
+        .unwrap();
+        assert_eq!(table(&a).unwrap(), "p50 3 us, p99 7 us, max 9 us, n 4\n");
     }
 }

@@ -1,5 +1,6 @@
 //! `vhost-blk-bench table`: the tables of experiments/bench-latency.sh (`table latency`) and
-//! experiments/profile-backend.sh (`table profile`), built from one run's files.
+//! experiments/profile-backend.sh (`table profile`), built from one run's files, and one
+//! cyclictest histogram's figures (`table cyclictest`).
 //!
 //! 1. Every JSON file is read through the type that writes it: the bench's `--json` through
 //!    [`crate::report::Report`], the backend's `--stats-file` through
@@ -38,6 +39,8 @@ enum Table {
     Latency(latency::LatencyArgs),
     /// experiments/profile-backend.sh's summary (where the backend's CPU goes) of one run.
     Profile(profile::ProfileArgs),
+    /// p50 / p99 / max / n of one cyclictest histogram (docs/results/bench-latency-s30/fair-floor.sh).
+    Cyclictest(cyclictest::CyclictestArgs),
 }
 
 /// Why a table could not be built.
@@ -71,7 +74,7 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 /// what is wrong joined, usage and hints left out.
 fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "which table: latency or profile (see --help)".into();
+        return "which table: latency, profile or cyclictest (see --help)".into();
     }
     let text = e.to_string();
     let message: Vec<&str> = text
@@ -110,6 +113,7 @@ pub(crate) fn main(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
     let table = match &args.table {
         Table::Latency(a) => latency::table(a),
         Table::Profile(a) => profile::table(a),
+        Table::Cyclictest(a) => cyclictest::table(a),
     };
     match table {
         Ok(text) => {
@@ -137,7 +141,7 @@ mod tests {
         assert!(bad.contains("--targets") && bad.contains("`x`"), "{bad}");
         let missing = line(&["table", "latency"]);
         assert!(missing.contains("<OUT_DIR>"), "{missing}");
-        assert!(line(&["table"]).contains("latency or profile"));
+        assert!(line(&["table"]).contains("latency, profile or cyclictest"));
         assert!(line(&["table", "latency", "/no/such/dir"]).contains("no such directory"));
         for l in [bad, missing] {
             assert!(!l.contains('\n') && !l.starts_with("error"), "{l}");
