@@ -5,17 +5,23 @@
 # `guest-tests report TMP --title "<first line of D/report.md without '# '>"` and diff the
 # rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
-# rebuilt from its raw files by the same table script (ci/bench_latency_table.py,
-# ci/profile_backend_table.py: they stay in ci/ because this check runs them) and diffed against
-# the committed table. Exit status 1 when any differs.
+# rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
+# latency|profile`) and diffed against the committed table. Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
+#   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
+#        brought up to date with cargo build)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/target/debug/guest-tests}
 if [ ! -x "$BIN" ]; then
     (cd "$ROOT" && nice -n 10 cargo build -q -p guest-tests)
+fi
+BENCH=${VHOST_BLK_BENCH:-}
+if [ -z "$BENCH" ]; then
+    (cd "$ROOT" && nice -n 10 cargo build -q -p vhost-blk --bin vhost-blk-bench)
+    BENCH=$ROOT/target/debug/vhost-blk-bench
 fi
 DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag
     seed003-scale seed003-scale-64 seed003-scale-64-rep
@@ -77,10 +83,11 @@ same() { # NAME COMMITTED-FILE COMMAND...
 }
 for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3 bench-latency-s30/busy1; do
     same "$d" "$ROOT/docs/results/$d/bench-latency.md" \
-        python3 "$ROOT/ci/bench_latency_table.py" "$ROOT/docs/results/$d" "10 50 200 1000" 3 8 16 2
+        "$BENCH" table latency "$ROOT/docs/results/$d" --targets "10 50 200 1000" --rounds 3 \
+        --queues 8 --qd 16 --threads 2
 done
 for c in blkio bench; do
     same "profile-s30/$c" "$ROOT/docs/results/profile-s30/$c/summary.md" \
-        python3 "$ROOT/ci/profile_backend_table.py" "$ROOT/docs/results/profile-s30/$c" "$c"
+        "$BENCH" table profile "$ROOT/docs/results/profile-s30/$c" "$c"
 done
 exit $bad

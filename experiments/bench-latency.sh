@@ -37,7 +37,8 @@
 # Usage: experiments/bench-latency.sh [OUT_DIR]
 #   env: DURATION (3s), LAT_DURATION (2s), TARGETS_US ("10 50 200 1000"), ROUNDS (3), QUEUES (8),
 #        QD (16), THREADS (2), LAT_PIN (1 where possible), SKIP_BUILD (unset)
-# Output: OUT_DIR/bench-latency.md (the table, also printed) and the raw JSON of every run.
+# Output: OUT_DIR/bench-latency.md (the table, also printed; `vhost-blk-bench table latency`
+# builds it from the run's files) and the raw JSON of every run.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -177,5 +178,5 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-python3 "$ROOT/ci/bench_latency_table.py" "$OUT" "$TARGETS_US" "$ROUNDS" "$QUEUES" "$QD" "$THREADS" \
-    | tee "$OUT/bench-latency.md"
+"$BENCH" table latency "$OUT" --targets "$TARGETS_US" --rounds "$ROUNDS" --queues "$QUEUES" \
+    --qd "$QD" --threads "$THREADS" | tee "$OUT/bench-latency.md"

@@ -3,9 +3,12 @@
 # under the fair scheduler, 200 and 1000 us intervals, 2 s each, with the timer slack its
 # measurement thread runs with. Prints p50 / p99 / max (us) from the histogram.
 # Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/fair-floor.sh
+#   env: VHOST_BLK_BENCH (default target/release/vhost-blk-bench: it reads the histograms)
 # (Without -p: any -p, even -p 0, makes cyclictest's measurement thread SCHED_FIFO.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+BENCH=${VHOST_BLK_BENCH:-$ROOT/target/release/vhost-blk-bench}
+[ -x "$BENCH" ] || { echo "fair-floor: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 for t in 200 1000; do
     for pol in fifo other; do
@@ -18,14 +21,7 @@ for t in 200 1000; do
         slack=$(cat "/proc/$tid/timerslack_ns" 2>/dev/null || echo ?)
         policy=$(chrt -p "$tid" | sed -n 's/.*policy: //p')
         wait $pid
-        python3 - "$ROOT/ci" "$W/h.txt" "$t" "$pol" "$slack" "$policy" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import cyclictest_hist
-f, t, pol, slack, policy = sys.argv[2:]
-h = cyclictest_hist.read(f)
-print(f"interval {t} us, {pol:5} ({policy}, timer slack {slack} ns): "
-      f"p50 {h['p50']} us, p99 {h['p99']} us, max {h['max']} us, n {h['n']}")
-PY
+        printf 'interval %s us, %-5s (%s, timer slack %s ns): %s\n' "$t" "$pol" "$policy" "$slack" \
+            "$("$BENCH" table cyclictest "$W/h.txt")"
     done
 done

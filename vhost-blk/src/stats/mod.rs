@@ -266,7 +266,7 @@ impl QueueStats {
             requests: self
                 .names
                 .iter()
-                .copied()
+                .map(|&name| std::borrow::Cow::Borrowed(name))
                 .zip(self.requests.iter().copied())
                 .collect(),
             bytes_read: self.bytes_read,

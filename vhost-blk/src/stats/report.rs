@@ -1,11 +1,15 @@
 //! Snapshots of the statistics: per-queue and device totals, serialized as JSON (written
 //! atomically by [`StatsExporter`]) and as a one-line log summary.
+//!
+//! 1. The JSON of `--stats-file` is declared here once: its readers (vhost-blk-bench's
+//!    `table latency`) deserialize these same types.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::{Hist, QueueStats};
@@ -15,7 +19,7 @@ fn us(ns: u64) -> f64 {
 }
 
 /// Percentiles of a latency histogram, in microseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean: f64,
@@ -45,7 +49,7 @@ impl LatencySummary {
 }
 
 /// Percentiles of a count histogram (completions per interrupt).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CountSummary {
     pub count: u64,
     pub mean: f64,
@@ -67,10 +71,11 @@ impl CountSummary {
 }
 
 /// One queue (or the device total, `queue: null`) as exported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueSnapshot {
     pub queue: Option<u16>,
-    pub requests: std::collections::BTreeMap<&'static str, u64>,
+    /// Requests per kind. The device's names are static; a file read back owns its keys.
+    pub requests: std::collections::BTreeMap<Cow<'static, str>, u64>,
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub in_flight: u64,
@@ -89,7 +94,7 @@ pub struct QueueSnapshot {
 }
 
 /// The device's statistics: every queue and the totals.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceStats {
     /// The completion model in force (its one-line form), if the caller gives it.
     pub model: Option<String>,
@@ -251,6 +256,24 @@ mod tests {
             line.contains("read:1,scsi_cmd:1") && line.contains("irqs=2"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn exported_json_reads_back_into_the_same_types() {
+        let mut a = QueueStats::new(0, NAMES);
+        a.on_request(READ, 4096, 0);
+        a.on_publish(50_000);
+        a.on_interrupt(&[0], 12_000, 2_000);
+        let dev = DeviceStats::collect(Some("msix=10us".into()), [&a]);
+        let back: DeviceStats = serde_json::from_str(&dev.to_json().unwrap()).unwrap();
+        assert_eq!(back, dev);
+        assert_eq!(back.total.requests["read"], 1);
+        assert_eq!(back.total.irq_late, 1);
+        assert_eq!(back.total.irq_error_us.p50, 2.0);
+        // A file with a field missing is an error, not a silent zero.
+        let mut json: serde_json::Value = serde_json::from_str(&dev.to_json().unwrap()).unwrap();
+        json["total"].as_object_mut().unwrap().remove("irq_late");
+        assert!(serde_json::from_value::<DeviceStats>(json).is_err());
     }
 
     #[test]

@@ -36,7 +36,9 @@ pub(crate) fn parse_pattern(s: &str) -> Result<Pattern, String> {
 }
 
 /// Which client drives the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Client {
     /// This crate's in-process frontend (virtio-blk or virtio-scsi).
@@ -46,7 +48,9 @@ pub(crate) enum Client {
 }
 
 /// The device the backend exposes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Device {
     Blk,
@@ -70,7 +74,12 @@ pub(crate) fn parse_duration(s: &str) -> Result<u64, UnitError> {
 
 /// Load generator for vhost-user-blk backends.
 #[derive(Debug, Parser)]
-#[command(name = "vhost-blk-bench", version, about)]
+#[command(
+    name = "vhost-blk-bench",
+    version,
+    about,
+    after_help = "An experiment's tables from its files: vhost-blk-bench table --help"
+)]
 pub(crate) struct Args {
     /// The backend's vhost-user socket.
     #[arg(long, value_name = "PATH")]

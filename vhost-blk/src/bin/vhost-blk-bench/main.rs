@@ -20,6 +20,9 @@
 //!
 //! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
 //! the throughput per backend CPU-second.
+//!
+//! `vhost-blk-bench table latency|profile OUT_DIR ...` builds the tables of
+//! experiments/bench-latency.sh and experiments/profile-backend.sh from a run's files ([`table`]).
 
 // As the library: no unwrap/expect/panic/unreachable, indexing or slicing outside tests
 // (lib.rs).
@@ -38,6 +41,7 @@ mod args;
 mod blkio_client;
 mod report;
 mod slot;
+mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -512,6 +516,11 @@ fn run(args: &Args) -> Result<Report, BenchError> {
 }
 
 fn main() -> ExitCode {
+    // `vhost-blk-bench table ...` builds an experiment's tables from its files (table/); any other
+    // command line runs the load generator.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "table") {
+        return table::main(std::env::args_os().skip(1));
+    }
     let args = Args::parse();
     if let Err(e) = args.check() {
         eprintln!("vhost-blk-bench: {e}");

@@ -1,14 +1,17 @@
 //! What the bench reports: per-queue and total results, as JSON and as text lines.
+//!
+//! 1. The `--json` format is declared here once: [`Report`] writes it and `table latency` /
+//!    `table profile` read it back through the same types.
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use vhost_blk::stats::{CountSummary, LatencySummary};
 
 use super::args::{Client, Device};
 use super::QueueResult;
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub(crate) struct QueueReport {
     pub queue: Option<u16>,
     pub ops: u64,
@@ -21,7 +24,7 @@ pub(crate) struct QueueReport {
     pub completions_per_irq: Option<CountSummary>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub(crate) struct Report {
     pub socket: PathBuf,
     pub client: Client,
