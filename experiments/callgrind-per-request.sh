@@ -20,9 +20,13 @@ mkdir -p "$OUT"
 one() { # NAME BACKEND-ARGS CLIENT-ARGS
     local name=$1 sock=$OUT/$1.sock
     rm -f "$sock"
+    # The backend's VhostUserBackend::handle_event, by its symbol: `<impl VhostUserBackend for
+    # DeviceBackend<P>>::handle_event` since the impl moved into device/backend/vhost_user.rs,
+    # `<DeviceBackend<P> as VhostUserBackend>::handle_event` in older builds (A/B against them).
     # shellcheck disable=SC2086
     valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" \
-        --toggle-collect='*VhostUserBackend>::handle_event*' \
+        --toggle-collect='*VhostUserBackend for *::handle_event' \
+        --toggle-collect='*VhostUserBackend>::handle_event' \
         "$B/vhost-blk" --socket-path "$sock" $2 --num-queues 8 --threads 1 \
         --stats-file "$OUT/$name-stats.json" >"$OUT/$name.log" 2>&1 &
     local pid=$!
