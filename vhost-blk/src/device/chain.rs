@@ -163,8 +163,15 @@ impl<'m> GuestBufs<'m> {
             } else {
                 (&mut bufs.readable, &mut bufs.readable_len)
             };
-            for slice in mem.get_slices(GuestAddress(d.addr), d.len as usize) {
-                pieces.push(slice.map_err(|_| bad())?);
+            // The usual descriptor lies in one region: one region lookup (`get_slice`), not
+            // the region iterator's per-piece lookups.
+            match mem.get_slice(GuestAddress(d.addr), d.len as usize) {
+                Ok(slice) => pieces.push(slice),
+                Err(_) => {
+                    for slice in mem.get_slices(GuestAddress(d.addr), d.len as usize) {
+                        pieces.push(slice.map_err(|_| bad())?);
+                    }
+                }
             }
             *len += d.len as usize;
         }
