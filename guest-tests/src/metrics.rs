@@ -27,7 +27,7 @@ pub use locks::{
 };
 pub use order::{median_sorted, quantile_sorted};
 pub use stacks::{lock_site, parse_dstacks, LockSites, QUEUE_LOCK_SITE, SLOWPATH_PREFIXES};
-pub use step::{GuestInfo, StepResult};
+pub use step::{GuestInfo, StepFigure, StepResult};
 pub use storm::{parse_storm, Storm};
 pub use text::{
     parse_funcs, parse_kv, parse_rescan, parse_scan, parse_status, parse_steps, parse_verify,

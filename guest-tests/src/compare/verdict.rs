@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Comparison, Diff, MetricRow};
-use crate::metrics::LockFigure;
+use crate::metrics::{LockFigure, StepFigure};
 use crate::results::RunResult;
 
 /// A run whose guest got less than this share of the median vCPU time is flagged.
@@ -35,6 +35,7 @@ pub const STARVED_FRACTION: f64 = 0.6;
 pub fn companions() -> Vec<String> {
     use LockFigure as F;
     let lock = |f: F| f.suffix().to_string();
+    let step = |f: StepFigure| f.suffix().to_string();
     vec![
         lock(F::QlockWaitMsPerS),
         lock(F::QlockWaitCountPerKio),
@@ -43,10 +44,10 @@ pub fn companions() -> Vec<String> {
         F::DblockedGePct.with_k(4),
         lock(F::QlockBlockedPeak),
         lock(F::DsleepPerKio),
-        "iops".into(),
-        "guest_cpu_per_s".into(),
-        "host_other_cpu_per_s".into(),
-        "host_steal_cpu_per_s".into(),
+        step(StepFigure::Iops),
+        step(StepFigure::GuestCpuPerS),
+        step(StepFigure::HostOtherCpuPerS),
+        step(StepFigure::HostStealCpuPerS),
     ]
 }
 

@@ -9,6 +9,57 @@
 //! - `{k}`: a non-negative integer (a threshold such as ">= k blocked");
 //! - any other `{name}`: a non-empty string (function, initcall, lock site, ...).
 
+/// Declares an enum of step-metric figures from `Variant = "suffix"` lines, so that each
+/// suffix and its registry pattern `{step}.<suffix>` come from one literal: `suffix()`,
+/// `pattern()`, `ALL`, `on(step)` (the name on a step) and `is(metric)` (a name ending in
+/// `.<suffix>`). Other rooms name the variant, never the text.
+#[macro_export]
+macro_rules! step_figures {
+    ($(#[$doc:meta])* $name:ident: $($fig:ident = $suffix:literal,)*) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($fig,)*
+        }
+
+        impl $name {
+            /// Every figure, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$fig,)*];
+
+            /// The metric-name suffix after `{step}.`; a family's keeps its placeholder.
+            pub const fn suffix(self) -> &'static str {
+                match self {
+                    $($name::$fig => $suffix,)*
+                }
+            }
+
+            /// The registry's name pattern, `{step}.<suffix>`.
+            pub const fn pattern(self) -> &'static str {
+                match self {
+                    $($name::$fig => concat!("{step}.", $suffix),)*
+                }
+            }
+
+            /// The metric on `step`: `<step>.<suffix>`.
+            pub fn on(self, step: &str) -> String {
+                format!("{step}.{}", self.suffix())
+            }
+
+            /// True when `metric` is this figure on some step (its name ends in `.<suffix>`).
+            pub fn is(self, metric: &str) -> bool {
+                $crate::metrics::pattern::ends_in(metric, self.suffix())
+            }
+        }
+    };
+}
+
+/// True when `metric` ends in `.<suffix>`.
+pub fn ends_in(metric: &str, suffix: &str) -> bool {
+    metric
+        .strip_suffix(suffix)
+        .is_some_and(|head| head.ends_with('.'))
+}
+
 /// Values of the placeholders a name matched with, in pattern order.
 pub type Captures = Vec<(String, String)>;
 

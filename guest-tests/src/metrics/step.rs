@@ -11,6 +11,17 @@ use super::{
 };
 use crate::launch::cpu::CpuWindow;
 
+crate::step_figures! {
+    /// Step metrics that rooms besides the registry name (the verdict's companions): fio's
+    /// IOPS and what the host gave the guest during the step (`begin.`/`end.` marks).
+    StepFigure:
+    Iops = "iops",
+    GuestCpuPerS = "guest_cpu_per_s",
+    BackendCpuPerS = "backend_cpu_per_s",
+    HostOtherCpuPerS = "host_other_cpu_per_s",
+    HostStealCpuPerS = "host_steal_cpu_per_s",
+}
+
 /// One step the agent ran, with what its artefacts said.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

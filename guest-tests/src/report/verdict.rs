@@ -2,7 +2,7 @@
 //! what the report opens with and what `compare --verdict` and the main job print.
 
 use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
-use crate::metrics::LockFigure;
+use crate::metrics::{LockFigure, StepFigure};
 
 use super::tables::{fmt_num, fmt_p};
 
@@ -64,7 +64,6 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
     if let Some(s) = v.row("secondary") {
         out.push_str(&secondary_text(s, b, o));
     }
-    let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
     let fig = |f: LockFigure| v.rows.iter().find(|r| f.is(&r.metric));
     if let Some(d) = fig(LockFigure::DblockedPeak) {
         out.push_str(&blocked_text(
@@ -88,7 +87,11 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
             p_of(t)
         ));
     }
-    if let Some(c) = comp(".guest_cpu_per_s") {
+    if let Some(c) = v
+        .rows
+        .iter()
+        .find(|r| StepFigure::GuestCpuPerS.is(&r.metric))
+    {
         out.push_str(&host_cpu_text(v, c));
     }
     if let Some(f) = &v.faithfulness {
@@ -251,10 +254,11 @@ fn blocked_text(
 /// (only when there was any) and the starved runs.
 fn host_cpu_text(v: &Verdict, c: &VerdictRow) -> String {
     let (b, o) = (&v.base, &v.other);
-    let comp = |suffix: &str| v.rows.iter().find(|r| r.metric.ends_with(suffix));
-    let other_load = comp(".host_other_cpu_per_s");
+    let comp = |f: StepFigure| v.rows.iter().find(|r| f.is(&r.metric));
+    let other_load = comp(StepFigure::HostOtherCpuPerS);
     // Shown only when the host is a VM whose hypervisor took CPU from it.
-    let steal = comp(".host_steal_cpu_per_s").filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
+    let steal =
+        comp(StepFigure::HostStealCpuPerS).filter(|s| s.base.max > 0.0 || s.other.max > 0.0);
     format!(
         "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
         fmt_num(c.base.mean),

@@ -15,40 +15,10 @@ use serde::{Deserialize, Serialize};
 use super::{by_site, concurrency, peak_per_bin, Concurrency, LockWaits, SiteWait, Wait};
 use crate::metrics::pattern;
 
-/// Declares [`LockFigure`] from `Variant = "suffix"` lines, so that the suffix and the
-/// registry's pattern `{step}.<suffix>` come from one literal.
-macro_rules! lock_figures {
-    ($($fig:ident = $suffix:literal,)*) => {
-        /// One flat lock metric of a step, named `{step}.<suffix>` (descriptions and units are
-        /// the registry's, `metrics/registry/catalog_locks.rs`).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum LockFigure {
-            $($fig,)*
-        }
-
-        impl LockFigure {
-            /// Every figure, in the registry's order.
-            pub const ALL: &'static [LockFigure] = &[$(LockFigure::$fig,)*];
-
-            /// The metric-name suffix after `{step}.`; a family's keeps its placeholder
-            /// (`dblocked_ge{k}_pct`).
-            pub const fn suffix(self) -> &'static str {
-                match self {
-                    $(LockFigure::$fig => $suffix,)*
-                }
-            }
-
-            /// The registry's name pattern, `{step}.<suffix>`.
-            pub const fn pattern(self) -> &'static str {
-                match self {
-                    $(LockFigure::$fig => concat!("{step}.", $suffix),)*
-                }
-            }
-        }
-    };
-}
-
-lock_figures! {
+crate::step_figures! {
+    /// One flat lock metric of a step, named `{step}.<suffix>` (descriptions and units are the
+    /// registry's, `metrics/registry/catalog_locks.rs`).
+    LockFigure:
     QlockWaitMsPerKio = "qlock_wait_ms_per_kio",
     QlockWaitMsPerS = "qlock_wait_ms_per_s",
     QlockWaitCountPerKio = "qlock_wait_count_per_kio",
@@ -75,27 +45,10 @@ impl LockFigure {
         pattern::fill(self.suffix(), &[("k", &k.to_string())])
     }
 
-    /// The metric on `step`: `<step>.<suffix>`.
-    pub fn on(self, step: &str) -> String {
-        format!("{step}.{}", self.suffix())
-    }
-
-    /// True when `metric` is this figure on some step (its name ends in `.<suffix>`).
-    pub fn is(self, metric: &str) -> bool {
-        ends_in(metric, self.suffix())
-    }
-
     /// True when `metric` is member `k` of this family on some step.
     pub fn is_k(self, metric: &str, k: usize) -> bool {
-        ends_in(metric, &self.with_k(k))
+        pattern::ends_in(metric, &self.with_k(k))
     }
-}
-
-/// True when `metric` ends in `.<suffix>`.
-fn ends_in(metric: &str, suffix: &str) -> bool {
-    metric
-        .strip_suffix(suffix)
-        .is_some_and(|head| head.ends_with('.'))
 }
 
 /// The lock site seed 000 is about.

@@ -3,7 +3,7 @@
 
 use super::{Better, Derive, Headline, MetricDef, Out};
 use crate::metrics::{
-    is_request_vector, median_sorted, FioDirection, FioSummary, GuestInfo, StepResult,
+    is_request_vector, median_sorted, FioDirection, FioSummary, GuestInfo, StepFigure, StepResult,
 };
 
 // ---- derivation helpers ----
@@ -78,7 +78,7 @@ use Headline::{No, Yes};
 pub static METRICS: &[MetricDef] = &[
     // ---- fio ----
     def!(
-        "{step}.iops",
+        StepFigure::Iops.pattern(),
         "IOPS",
         Higher,
         FIO,

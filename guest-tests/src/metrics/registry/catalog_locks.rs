@@ -4,7 +4,7 @@
 
 use super::catalog::ios;
 use super::{Better, Derive, Headline, MetricDef, Out};
-use crate::metrics::{LockFigure, StepResult};
+use crate::metrics::{LockFigure, StepFigure, StepResult};
 
 const LOCKS: &str = "locks.<step>";
 
@@ -175,7 +175,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
     ),
     // ---- what the host gave the guest during a step (begin./end. marks) ----
     def!(
-        "{step}.guest_cpu_per_s",
+        StepFigure::GuestCpuPerS.pattern(),
         "CPU-s/s",
         Higher,
         "host /proc",
@@ -186,7 +186,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         })
     ),
     def!(
-        "{step}.backend_cpu_per_s",
+        StepFigure::BackendCpuPerS.pattern(),
         "CPU-s/s",
         Neither,
         "host /proc",
@@ -197,7 +197,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         })
     ),
     def!(
-        "{step}.host_other_cpu_per_s",
+        StepFigure::HostOtherCpuPerS.pattern(),
         "CPU-s/s",
         Lower,
         "host /proc",
@@ -208,7 +208,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         })
     ),
     def!(
-        "{step}.host_steal_cpu_per_s",
+        StepFigure::HostStealCpuPerS.pattern(),
         "CPU-s/s",
         Lower,
         "host /proc",
