@@ -207,6 +207,9 @@ pub struct SuiteSpec {
     /// A grid of cells (every `num_queues` x every `running_cpus`), expanded into `variants`
     /// named `q<queues>-c<cpus>` on the `hw_queues` axis when the suite is loaded.
     pub grid: Option<cells::Grid>,
+    /// A one-axis sweep written once (`cells` rule 6), expanded into `variants` and
+    /// `sweep_param` when the suite is loaded.
+    pub sweep: Option<cells::Sweep>,
     /// Kill and restart the backend while the guest runs.
     pub restarts: Option<RestartSettings>,
     /// Oldest QEMU the suite runs on, `MAJOR.MINOR` (e.g. `8.2`: vhost-user-scsi reconnect);
@@ -305,10 +308,12 @@ impl Suite {
             path: path.clone(),
             msg: e.message().to_string(),
         })?;
-        cells::expand_grid(&mut spec).map_err(|msg| SuiteError::Invalid {
-            suite: name.into(),
-            msg,
-        })?;
+        cells::expand_grid(&mut spec)
+            .and_then(|()| cells::expand_sweep(&mut spec))
+            .map_err(|msg| SuiteError::Invalid {
+                suite: name.into(),
+                msg,
+            })?;
         Self::from_spec(name, dir, spec)
     }
 

@@ -18,6 +18,10 @@
 //!    worker's queues in a u64 mask), so at most 62 SCSI request queues (control and event
 //!    queues take two) or 64 blk queues; QEMU's built-in virtio-scsi takes up to 1022; QEMU's
 //!    `pc` machine has at most 255 CPUs.
+//! 6. `[sweep]` writes a one-axis sweep once: each of its `values` becomes a variant named by
+//!    its `name` template and given its `backend_args`, `{value}` filled in (a whole number
+//!    without a fraction: `20`, not `20.0`); the variant's value is the value. A suite has at
+//!    most one of `[grid]`, `[sweep]` and hand-written variants.
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +72,64 @@ pub fn expand_grid(spec: &mut SuiteSpec) -> Result<(), String> {
     }
     spec.variants = variants;
     spec.sweep_param = Some(GRID_AXIS.into());
+    Ok(())
+}
+
+/// `[sweep]`: one axis, its values written once (rule 6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Name and unit of the axis, e.g. `msix_latency_us`.
+    pub param: String,
+    pub values: Vec<f64>,
+    /// The variants' name, e.g. `msix-{value}us`.
+    pub name: String,
+    /// Each variant's backend arguments, e.g. `["--msix-latency", "{value}us"]`.
+    #[serde(default)]
+    pub backend_args: Vec<String>,
+}
+
+/// A sweep value as its variant's name and arguments write it (rule 6).
+fn value_text(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Expands `spec.sweep` into variants (rule 6).
+pub fn expand_sweep(spec: &mut SuiteSpec) -> Result<(), String> {
+    let Some(sw) = &spec.sweep else {
+        return Ok(());
+    };
+    if !spec.variants.is_empty() || spec.sweep_param.is_some() || spec.grid.is_some() {
+        return Err(
+            "[sweep] makes the variants and the sweep axis: give no [grid], \
+                    variants or sweep_param beside it"
+                .into(),
+        );
+    }
+    if sw.values.is_empty() || !sw.name.contains("{value}") {
+        return Err("[sweep]: give at least one value and a name with {value} in it".into());
+    }
+    if let Some(v) = sw.values.iter().find(|v| !v.is_finite()) {
+        return Err(format!("[sweep]: value {v} is not a finite number"));
+    }
+    let fill = |t: &str, v: f64| t.replace("{value}", &value_text(v));
+    spec.variants = sw
+        .values
+        .iter()
+        .map(|&v| Variant {
+            name: fill(&sw.name, v),
+            backend_args: sw.backend_args.iter().map(|a| fill(a, v)).collect(),
+            builtin_latency_ns: None,
+            value: Some(v),
+            num_queues: None,
+            running_cpus: None,
+        })
+        .collect();
+    spec.sweep_param = Some(sw.param.clone());
     Ok(())
 }
 
@@ -259,5 +321,41 @@ mod tests {
         s.backend = BackendKind::QemuBuiltin;
         assert!(validate_shape(&s).is_ok());
         assert_eq!(s.smp(), 120);
+    }
+
+    #[test]
+    fn a_sweep_writes_each_value_once() {
+        let mut s = spec(
+            "[sweep]\nparam = \"msix_latency_us\"\nvalues = [0, 20, 2.5]\n\
+             name = \"msix-{value}us\"\nbackend_args = [\"--msix-latency\", \"{value}us\"]\n",
+        );
+        expand_sweep(&mut s).unwrap();
+        assert_eq!(s.sweep_param.as_deref(), Some("msix_latency_us"));
+        let got: Vec<_> = s
+            .variants
+            .iter()
+            .map(|v| (v.name.as_str(), v.value, v.backend_args.join(" ")))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("msix-0us", Some(0.0), "--msix-latency 0us".to_string()),
+                ("msix-20us", Some(20.0), "--msix-latency 20us".to_string()),
+                ("msix-2.5us", Some(2.5), "--msix-latency 2.5us".to_string()),
+            ]
+        );
+        for (extra, why) in [
+            ("sweep_param = \"x\"\n", "beside"),
+            ("[[variants]]\nname = \"v\"\n", "beside"),
+        ] {
+            let mut s = spec(&format!(
+                "{extra}[sweep]\nparam = \"p\"\nvalues = [1]\nname = \"n-{{value}}\"\n"
+            ));
+            assert!(expand_sweep(&mut s).unwrap_err().contains(why), "{extra}");
+        }
+        let mut s = spec("[sweep]\nparam = \"p\"\nvalues = [1]\nname = \"fixed\"\n");
+        assert!(expand_sweep(&mut s).unwrap_err().contains("{value}"));
+        let mut s = spec("[sweep]\nparam = \"p\"\nvalues = []\nname = \"n-{value}\"\n");
+        assert!(expand_sweep(&mut s).is_err());
     }
 }
