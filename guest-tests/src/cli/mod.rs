@@ -18,6 +18,7 @@ mod each;
 mod executor;
 mod run;
 mod runs;
+mod within;
 use crate::{compare, report};
 pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
@@ -72,6 +73,11 @@ pub enum Cmd {
         /// and sum over its successful runs (with --json: as JSON).
         #[arg(long, requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "kernels"])]
         runs: bool,
+        /// Variance components within and between boots of the --metric metrics (names without
+        /// the step), each measured in these steps of every boot (e.g. rr-a,rr-b,rr-c), per
+        /// kernel (with --json: as JSON).
+        #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
+        within_boot: Option<String>,
     },
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
@@ -279,7 +285,11 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             each,
             threshold,
             runs,
+            within_boot,
         } => {
+            if let Some(steps) = within_boot {
+                return within::within_cmd(&dirs, &steps, &metrics, json);
+            }
             if runs {
                 return runs::runs_cmd(&dirs, &metrics, json);
             }
