@@ -18,6 +18,7 @@ mod each;
 mod executor;
 mod run;
 mod runs;
+mod table;
 mod within;
 use crate::{compare, report};
 pub use bisect::{BisectArgs, JudgeArgs};
@@ -87,6 +88,9 @@ pub enum Cmd {
         #[arg(long)]
         title: Option<String>,
     },
+    /// The tables of experiments' READMEs, from their results (the text Python printed).
+    #[command(subcommand)]
+    Table(table::TableCmd),
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
     /// List the suites (with `--variants SUITE`: that suite's variants, one per line).
@@ -309,6 +313,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             kernels,
             title,
         } => report_cmd(&dir, kernels.as_deref(), title),
+        Cmd::Table(t) => table::table_cmd(t),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),
         Cmd::Images(args) => match images::cli::run(&args) {

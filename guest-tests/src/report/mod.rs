@@ -4,12 +4,14 @@
 
 mod block;
 mod html;
+pub mod kernel_lines;
 mod locksites;
 mod lockwaits;
 mod markdown;
 mod model;
 mod nodes;
 mod plots;
+pub mod pyfmt;
 mod ranking;
 mod tables;
 mod verdict;
