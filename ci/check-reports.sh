@@ -6,7 +6,9 @@
 # rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
-# latency|profile`) and diffed against the committed table. Exit status 1 when any differs.
+# latency|profile`) and diffed against the committed table; so is the goal table of
+# experiments/restart-experiment.sh (`guest-tests table restart-goals`). Exit status 1 when any
+# differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 #   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
@@ -90,4 +92,8 @@ for c in blkio bench; do
     same "profile-s30/$c" "$ROOT/docs/results/profile-s30/$c/summary.md" \
         "$BENCH" table profile "$ROOT/docs/results/profile-s30/$c" "$c"
 done
+# The restart experiment's goal table (goals.txt: the table, then the script's last two lines).
+head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
+same restart-35/goals.txt "$WORK/goals.txt" \
+    "$BIN" table restart-goals "$ROOT/docs/results/restart-35" 50
 exit $bad

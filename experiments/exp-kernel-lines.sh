@@ -13,8 +13,8 @@
 #   scale:    the main job's design (suite seed000-scale, cell q62-c2: 62 hctx, 2 running vCPUs)
 #             on rt73+cpus128, rt73+cpus128+seed000-v8 and rt73+cpus128+seed000, REPEAT boots
 #             each, interleaved; compare of each fix against the 7.3 base.
-# Then the table of docs/results/kernel-lines/README.md (experiments/kernel_lines_table.py). The CPU lock
-# (/tmp/vb-cpu.lock) is taken per build and per matrix.
+# Then the table of docs/results/kernel-lines/README.md (`guest-tests table kernel-lines`). The
+# CPU lock (/tmp/vb-cpu.lock) is taken per build and per matrix.
 #
 # Environment: OUT (default results/kernel-lines-<UTC time>), REPEAT (6), STORM_REPEAT (6),
 # PARTS (boots unfrozen lockwait scale), STORM_KERNELS (the +storm kernels of part unfrozen),
@@ -90,8 +90,7 @@ stamp table
 if [ -d "$OUT/lockwait" ]; then
     storm=""
     [ -d "$OUT/unfrozen" ] && storm=":$OUT/unfrozen"
-    python3 experiments/kernel_lines_table.py "$GT" "7.3=rt73:$OUT/lockwait$storm" \
-        "6.12 (same run)=rt:$OUT/lockwait"
+    "$GT" table kernel-lines "7.3=rt73:$OUT/lockwait$storm" "6.12 (same run)=rt:$OUT/lockwait"
 fi
 stamp "done"
 echo "matrices under $OUT"

@@ -4,9 +4,9 @@
 # completed (requests held 2 ms before their used entry is written, interrupts 1 ms more), for
 # each MODE (device:qemu), RUNS times. Each run is the booted test
 # guest-tests/tests/booted_restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
-# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then experiments/restart_goals.py prints the goal table
-# (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every backend
-# instance, first and last) and whether each goal was met.
+# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then `guest-tests table restart-goals` prints the goal
+# table (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every
+# backend instance, first and last) and whether each goal was met.
 #
 # Takes ~2-3 min of CPU per run under TCG on 2 cores (5 min for a run that hangs: the suite's
 # timeout); run it under the shared CPU lock. Environment: MODES (default "blk:7.2 blk:10
@@ -21,7 +21,7 @@ out=${OUT:-docs/results/restart-35}
 min=${MIN_RESUBMITTED:-50}
 mkdir -p "$out"
 case "$modes" in *:10*) ci/fetch-qemu10.sh >/dev/null ;; esac
-cargo build -p vhost-blk
+cargo build -p vhost-blk -p guest-tests
 cargo test -p guest-tests --test booted_restart --no-run
 failed=0
 for mode in $modes; do
@@ -54,6 +54,6 @@ for mode in $modes; do
         tail -n 30 "$dir/console.log" >"$out/$name.console-tail.txt" 2>/dev/null || true
     done
 done
-python3 experiments/restart_goals.py "$out" "$min"
+target/debug/guest-tests table restart-goals "$out" "$min"
 echo "restart-experiment: $failed failed runs"
 [ "$failed" = 0 ]

@@ -9,6 +9,7 @@
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
+pub mod components;
 pub mod nodes;
 pub mod runs;
 pub mod sequential;
@@ -24,8 +25,8 @@ use crate::metrics::registry::{self, Better};
 use crate::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
-    lkp_flag, mann_whitney, mean, median_sorted, quantile_sorted, summarize, welch_diff_ci95,
-    welch_p, Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
+    lkp_flag, mann_whitney, mean, median_sorted, quantile_sorted, summarize, variance,
+    welch_diff_ci95, welch_p, Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
 };
 
 /// Relative median change that, with disjoint ranges, raises the flag.

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use common::one_boot;
+use guest_tests::launch::restart::{RestartResult, RESULT_PREFIX};
 use guest_tests::matrix;
 use guest_tests::suite::{self, Suite};
 
@@ -208,24 +209,27 @@ fn restarts(default_suite: &str) {
         f.total_ios(),
         r.timings.total_wall_s
     );
-    let result = serde_json::json!({
-        "suite": suite_name,
-        "device": s.spec.device.as_str(),
-        "qemu": qemu.trim(),
-        "kills": kills,
-        "in_flight": kills_seen.iter().map(|k| k.0).collect::<Vec<_>>(),
-        "resubmitted": kills_seen.iter().map(|k| k.1).collect::<Vec<_>>(),
-        "resubmitted_other": kills_seen.iter().map(|k| k.2).collect::<Vec<_>>(),
-        "fio_rc": fio[0].rc,
-        "fio_job_errors": f.job_errors.len(),
-        "fio_ios": f.total_ios(),
-        "dmesg_bad": bad.len(),
-        "backend_fds": bfds,
-        "backend_rss_kib": rss,
-        "qemu_fds": qfds,
-        "wall_s": r.timings.total_wall_s,
-    });
-    eprintln!("RESTART-RESULT {result}");
+    let result = RestartResult {
+        suite: suite_name.clone(),
+        device: s.spec.device.as_str().into(),
+        qemu: qemu.trim().into(),
+        kills,
+        in_flight: kills_seen.iter().map(|k| k.0).collect(),
+        resubmitted: kills_seen.iter().map(|k| k.1).collect(),
+        resubmitted_other: kills_seen.iter().map(|k| k.2).collect(),
+        fio_rc: fio[0].rc,
+        fio_job_errors: f.job_errors.len(),
+        fio_ios: f.total_ios(),
+        dmesg_bad: bad.len(),
+        backend_fds: bfds,
+        backend_rss_kib: rss,
+        qemu_fds: qfds,
+        wall_s: r.timings.total_wall_s,
+    };
+    eprintln!(
+        "{RESULT_PREFIX}{}",
+        serde_json::to_string(&result).expect("a RestartResult serializes")
+    );
 }
 
 #[test]

@@ -18,6 +18,8 @@ mod each;
 mod executor;
 mod run;
 mod runs;
+mod table;
+mod within;
 use crate::{compare, report};
 pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
@@ -72,6 +74,11 @@ pub enum Cmd {
         /// and sum over its successful runs (with --json: as JSON).
         #[arg(long, requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "kernels"])]
         runs: bool,
+        /// Variance components within and between boots of the --metric metrics (names without
+        /// the step), each measured in these steps of every boot (e.g. rr-a,rr-b,rr-c), per
+        /// kernel (with --json: as JSON).
+        #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
+        within_boot: Option<String>,
     },
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
@@ -81,6 +88,9 @@ pub enum Cmd {
         #[arg(long)]
         title: Option<String>,
     },
+    /// The tables of experiments' READMEs, from their results (the text Python printed).
+    #[command(subcommand)]
+    Table(table::TableCmd),
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
     /// List the suites (with `--variants SUITE`: that suite's variants, one per line).
@@ -279,7 +289,11 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             each,
             threshold,
             runs,
+            within_boot,
         } => {
+            if let Some(steps) = within_boot {
+                return within::within_cmd(&dirs, &steps, &metrics, json);
+            }
             if runs {
                 return runs::runs_cmd(&dirs, &metrics, json);
             }
@@ -299,6 +313,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             kernels,
             title,
         } => report_cmd(&dir, kernels.as_deref(), title),
+        Cmd::Table(t) => table::table_cmd(t),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),
         Cmd::Images(args) => match images::cli::run(&args) {

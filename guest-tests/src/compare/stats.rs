@@ -40,7 +40,8 @@ pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
-fn var(x: &[f64]) -> f64 {
+/// The sample variance (n - 1 in the denominator; NaN for fewer than 2 values).
+pub fn variance(x: &[f64]) -> f64 {
     let m = mean(x);
     x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64
 }
@@ -54,7 +55,7 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
     s.sort_by(f64::total_cmp);
     let n = s.len();
     let m = mean(&s);
-    let sd = if n > 1 { var(&s).sqrt() } else { 0.0 };
+    let sd = if n > 1 { variance(&s).sqrt() } else { 0.0 };
     let ci95 = (n > 1).then(|| {
         let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
             .map(|d| d.inverse_cdf(0.975))
@@ -82,7 +83,7 @@ fn welch_se_df(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
-    let (va, vb) = (var(a) / a.len() as f64, var(b) / b.len() as f64);
+    let (va, vb) = (variance(a) / a.len() as f64, variance(b) / b.len() as f64);
     let se2 = va + vb;
     if se2 <= 0.0 || !se2.is_finite() {
         return None;

@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::process::Guarded;
 use crate::suite::{Device, RestartSettings};
@@ -68,8 +68,10 @@ pub fn resubmissions(log: &str, first_request_vring: usize) -> (u64, u64) {
     out
 }
 
-/// One backend instance as seen just before it was killed (or at the end of the run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One backend instance as seen just before it was killed (or at the end of the run): an
+/// element of `RUN/restarts.json`, written by [`Restarter::finish`] and read back by
+/// `guest-tests table restart-goals`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestartRecord {
     /// Seconds from QEMU start.
     pub at_s: f64,
@@ -94,6 +96,38 @@ pub struct RestartRecord {
     /// The same on the other queues (virtio-scsi's control and event queues).
     pub resubmitted_other: Option<u64>,
 }
+
+/// What tests/booted_restart.rs found in one run of a restart suite: its last line of output,
+/// `RESTART-RESULT {json}` (experiments/restart-experiment.sh keeps it in each run's log;
+/// `guest-tests table restart-goals` reads it back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartResult {
+    pub suite: String,
+    pub device: String,
+    /// `qemu -version`'s first line.
+    pub qemu: String,
+    pub kills: usize,
+    /// Per kill: requests in flight before it, chains resubmitted on request queues and on
+    /// the other queues (the [`RestartRecord`]s of the killed instances).
+    pub in_flight: Vec<Option<u64>>,
+    pub resubmitted: Vec<u64>,
+    pub resubmitted_other: Vec<u64>,
+    /// fio's exit status.
+    pub fio_rc: Option<i64>,
+    pub fio_job_errors: usize,
+    pub fio_ios: u64,
+    /// Guest dmesg lines showing an I/O error, SCSI error handling or a hung task.
+    pub dmesg_bad: usize,
+    /// Per instance, killed ones first.
+    pub backend_fds: Vec<u64>,
+    pub backend_rss_kib: Vec<u64>,
+    pub qemu_fds: Vec<u64>,
+    /// The run's wall time, seconds.
+    pub wall_s: Option<f64>,
+}
+
+/// The prefix of [`RestartResult`]'s line.
+pub const RESULT_PREFIX: &str = "RESTART-RESULT ";
 
 fn process(pid: u32) -> Option<procfs::process::Process> {
     procfs::process::Process::new(i32::try_from(pid).ok()?).ok()

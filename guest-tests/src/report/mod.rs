@@ -4,13 +4,16 @@
 
 mod block;
 mod html;
+pub mod kernel_lines;
 mod locksites;
 mod lockwaits;
 mod markdown;
 mod model;
 mod nodes;
 mod plots;
+pub mod pyfmt;
 mod ranking;
+pub mod restart_goals;
 mod tables;
 mod verdict;
 

@@ -1,0 +1,85 @@
+//! `guest-tests table kernel-lines LINE...` and `table restart-goals OUT [MIN]`: the tables
+//! experiments' READMEs hold, computed from committed results (report::kernel_lines,
+//! report::restart_goals), in the text the Python scripts they replace printed.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::report::kernel_lines::{header, line_rows, LineSpec};
+use crate::report::markdown_rows;
+use crate::report::restart_goals::{goals_table, run_names};
+
+use super::fail;
+
+#[derive(Subcommand, Debug)]
+pub enum TableCmd {
+    /// The table of docs/results/kernel-lines/README.md: per kernel line, the base kernel and
+    /// each fix (experiments/exp-kernel-lines.sh).
+    KernelLines {
+        /// LABEL=BASE:LOCKWAIT_DIR[+DIR...][:STORM_DIR]: BASE is the line's base kernel in the
+        /// seed000-lockwait matrices (every kernel there named BASE+... is a fix); STORM_DIR a
+        /// quiesce-storm-unfrozen matrix of the same kernels + "+storm".
+        #[arg(required = true, value_name = "LINE")]
+        lines: Vec<String>,
+    },
+    /// The goal table of experiments/restart-experiment.sh (docs/results/restart-35/goals.txt)
+    /// from the files it kept in OUT: per run, and per mode the runs that met every goal.
+    RestartGoals {
+        out: PathBuf,
+        /// The least chains resubmitted on request queues over a run's kills.
+        #[arg(default_value_t = 50)]
+        min_resubmitted: u64,
+    },
+}
+
+/// Runs one `table` command.
+pub fn table_cmd(t: TableCmd) -> ExitCode {
+    match t {
+        TableCmd::KernelLines { lines } => kernel_lines_cmd(&lines),
+        TableCmd::RestartGoals {
+            out,
+            min_resubmitted,
+        } => restart_goals_cmd(&out, min_resubmitted),
+    }
+}
+
+fn kernel_lines_cmd(lines: &[String]) -> ExitCode {
+    let mut specs = Vec::new();
+    for l in lines {
+        match l.parse::<LineSpec>() {
+            Ok(s) => specs.push(s),
+            Err(e) => return fail(e, 2),
+        }
+    }
+    let dirs = specs
+        .iter()
+        .flat_map(|s| s.lock_dirs.iter().chain(s.storm_dir.iter()));
+    for d in dirs {
+        if !d.is_dir() {
+            return fail(format!("{}: not a directory", d.display()), 2);
+        }
+    }
+    let mut rows = Vec::new();
+    for s in &specs {
+        match line_rows(s) {
+            Ok(r) => rows.extend(r),
+            Err(e) => return fail(e, 1),
+        }
+    }
+    print!("{}", markdown_rows(&header(), &rows));
+    ExitCode::SUCCESS
+}
+
+fn restart_goals_cmd(out: &Path, min_resubmitted: u64) -> ExitCode {
+    let names = match run_names(out) {
+        Ok(n) => n,
+        Err(e) => return fail(format!("{}: {e}", out.display()), 2),
+    };
+    if names.is_empty() {
+        return fail(format!("{}: no *.status.json (no runs)", out.display()), 2);
+    }
+    print!("{}", goals_table(out, &names, min_resubmitted));
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,156 @@
+//! Numbers in the text of Python's `format`, for tables that Python scripts printed first
+//! (`guest-tests table`; their committed copies must not change).
+//!
+//! 1. [`general`] is `format(x, ".Pg")`: P significant digits (the double's exact decimal value,
+//!    a tie to even, as Rust's `{:.N}` and `{:.Ne}` round), fixed notation when the rounded
+//!    value's decimal exponent is in -4..P, else scientific with a signed exponent of at least
+//!    two digits; trailing zeros (and a trailing point) removed; `inf`, `-inf`, `nan`.
+//! 2. [`grouped`] is `format(x, ",.0f")`: no decimals, commas between groups of three digits.
+//! 3. [`repr`] is `repr(x)` of a float: the shortest text that reads back as the same double,
+//!    with `.0` on an integral value, scientific (`1e+16`, `1.5e-05`) when the decimal exponent
+//!    is below -4 or at least 16.
+
+fn special(x: f64) -> Option<String> {
+    if x.is_nan() {
+        Some("nan".into())
+    } else if x.is_infinite() {
+        Some(if x > 0.0 { "inf" } else { "-inf" }.into())
+    } else {
+        None
+    }
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// `m` and `exp` as Python writes a scientific number: `me+XX`.
+fn sci(m: &str, exp: i32) -> String {
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{m}e{sign}{:02}", exp.unsigned_abs())
+}
+
+/// Splits Rust's `{:e}` text into mantissa and exponent.
+fn split_exp(s: &str) -> (&str, i32) {
+    match s.split_once('e') {
+        Some((m, e)) => (m, e.parse().unwrap_or(0)),
+        None => (s, 0),
+    }
+}
+
+/// `format(x, ".{digits}g")` (rule 1; `digits` 0 counts as 1, as in Python).
+pub fn general(x: f64, digits: usize) -> String {
+    if let Some(s) = special(x) {
+        return s;
+    }
+    let p = digits.max(1);
+    let e = format!("{x:.prec$e}", prec = p - 1);
+    let (m, exp) = split_exp(&e);
+    if (-4..p as i32).contains(&exp) {
+        let places = (p as i32 - 1 - exp) as usize;
+        strip_zeros(&format!("{x:.places$}")).to_string()
+    } else {
+        sci(strip_zeros(m), exp)
+    }
+}
+
+/// `format(x, ",.0f")` (rule 2).
+pub fn grouped(x: f64) -> String {
+    if let Some(s) = special(x) {
+        return s;
+    }
+    let s = format!("{x:.0}");
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+/// `repr(x)` of a float (rule 3).
+pub fn repr(x: f64) -> String {
+    if let Some(s) = special(x) {
+        return s;
+    }
+    let e = format!("{x:e}");
+    let (m, exp) = split_exp(&e);
+    if (-4..16).contains(&exp) {
+        let s = format!("{x}");
+        if s.contains('.') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        sci(m, exp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn general_is_pythons_g() {
+        // Each expected string is what Python 3 prints for format(x, ".Ng").
+        for (x, p, want) in [
+            (0.0, 3, "0"),
+            (13.80297, 3, "13.8"),
+            (5.23, 3, "5.23"),
+            (472.4, 3, "472"),
+            (999.7, 3, "1e+03"),
+            (2.3e-06, 2, "2.3e-06"),
+            (0.0034, 2, "0.0034"),
+            (0.002, 2, "0.002"),
+            (0.00012345, 3, "0.000123"),
+            (0.000012345, 3, "1.23e-05"),
+            (2.5, 1, "2"),
+            (-17.25, 3, "-17.2"),
+            (100.0, 3, "100"),
+            (1234.5, 3, "1.23e+03"),
+            (f64::NAN, 3, "nan"),
+            (f64::NEG_INFINITY, 2, "-inf"),
+        ] {
+            assert_eq!(general(x, p), want, "{x} .{p}g");
+        }
+    }
+
+    #[test]
+    fn grouped_is_pythons_comma_format() {
+        for (x, want) in [
+            (0.0, "0"),
+            (999.4, "999"),
+            (1000.0, "1,000"),
+            (2663.4, "2,663"),
+            (4_021_344.0, "4,021,344"),
+            (-1_234_567.5, "-1,234,568"),
+            (2.5, "2"),
+        ] {
+            assert_eq!(grouped(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn repr_is_pythons_float_repr() {
+        for (x, want) in [
+            (1.0, "1.0"),
+            (12.5, "12.5"),
+            (0.1, "0.1"),
+            (0.0001, "0.0001"),
+            (0.000015, "1.5e-05"),
+            (1e16, "1e+16"),
+            (123_456_789_012_345.6, "123456789012345.6"),
+            (-0.0, "-0.0"),
+        ] {
+            assert_eq!(repr(x), want, "{x}");
+        }
+    }
+}
