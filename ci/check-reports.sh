@@ -6,7 +6,8 @@
 # rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
-# latency|profile`) and diffed against the committed table; so is the goal table of
+# latency|profile`) and diffed against the committed table; so are experiments/bench-ab.sh's
+# A/B tables (`vhost-blk-bench table ab`) and the goal table of
 # experiments/restart-experiment.sh (`guest-tests table restart-goals`). Exit status 1 when any
 # differs.
 #
@@ -92,6 +93,17 @@ for c in blkio bench; do
     same "profile-s30/$c" "$ROOT/docs/results/profile-s30/$c/summary.md" \
         "$BENCH" table profile "$ROOT/docs/results/profile-s30/$c" "$c"
 done
+# experiments/bench-ab.sh's A/B tables (docs/results/volatile-ab/README.md gives each run's
+# ROUNDS and CONFIGS).
+ab() { # RUN ROUNDS [CONFIGS]
+    local d=volatile-ab/$1
+    same "$d/ab.md" "$ROOT/docs/results/$d/ab.md" \
+        "$BENCH" table ab "$ROOT/docs/results/$d" --rounds "$2" ${3:+--configs "$3"}
+}
+ab run1 4
+ab run2 4
+ab run3 6 "scsi10-bench null-bench mem-bench"
+ab run4 10
 # The restart experiment's goal table (goals.txt: the table, then the script's last two lines).
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \

@@ -13,7 +13,10 @@
 #   mem-bench / mem-blkio      --mem 1G (preadv from a memfd straight into guest memory)
 #   memw-bench                 --mem 1G, 4k random writes (pwritev from guest memory)
 #   scsi10-bench               --device scsi --null 1G, READ(10)
-# Output: OUT_DIR/ab.md (the table, also printed) and every run's JSON.
+# Output: OUT_DIR/ab.md (the table, also printed; NEW_DIR's `vhost-blk-bench table ab` builds
+# it from the runs' JSON: per configuration the medians of A's and B's ops per backend
+# CPU-second over the rounds both have, B/A of the medians, the paired per-round B/A) and every
+# run's JSON.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,32 +73,5 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-python3 - "$OUT" "$ROUNDS" "$CONFIGS" <<'PY' | tee "$OUT/ab.md"
-import json, math, statistics, sys
-out, rounds, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-def get(r, c, s, key):
-    try:
-        j = json.load(open(f"{out}/r{r}-{c}-{s}.json"))
-    except (OSError, ValueError):
-        return None
-    return j.get("total", {}).get(key) if key == "iops" else j.get(key)
-print("| configuration | A ops/backend-CPU-s (median) | B (median) | B/A of medians | "
-      "paired B/A (geo. mean, min..max) | A IOPS | B IOPS | rounds |")
-print("|---|---|---|---|---|---|---|---|")
-for c in configs:
-    k = "ops_per_backend_cpu_second"
-    a = [get(r, c, "A", k) for r in range(1, rounds + 1)]
-    b = [get(r, c, "B", k) for r in range(1, rounds + 1)]
-    pairs = [(x, y) for x, y in zip(a, b) if x and y]
-    if not pairs:
-        print(f"| {c} | - | - | - | - | - | - | 0 |")
-        continue
-    ma, mb = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-    ratios = [y / x for x, y in pairs]
-    geo = math.exp(sum(math.log(q) for q in ratios) / len(ratios))
-    def iops(s):
-        v = [x for x in (get(r, c, s, "iops") for r in range(1, rounds + 1)) if x]
-        return statistics.median(v) if v else float("nan")
-    print(f"| {c} | {ma:,.0f} | {mb:,.0f} | {mb / ma:.3f} | {geo:.3f} ({min(ratios):.3f}..{max(ratios):.3f}) "
-          f"| {iops('A'):,.0f} | {iops('B'):,.0f} | {len(pairs)} |")
-PY
+# The table: `vhost-blk-bench table ab` (its docs say how each figure is computed).
+"$NEW/vhost-blk-bench" table ab "$OUT" --rounds "$ROUNDS" --configs "$CONFIGS" | tee "$OUT/ab.md"

@@ -1,6 +1,6 @@
-//! `vhost-blk-bench table`: the tables of experiments/bench-latency.sh (`table latency`) and
-//! experiments/profile-backend.sh (`table profile`), built from one run's files, and one
-//! cyclictest histogram's figures (`table cyclictest`).
+//! `vhost-blk-bench table`: the tables of experiments/bench-latency.sh (`table latency`),
+//! experiments/profile-backend.sh (`table profile`) and experiments/bench-ab.sh (`table ab`),
+//! built from one run's files, and one cyclictest histogram's figures (`table cyclictest`).
 //!
 //! 1. Every JSON file is read through the type that writes it: the bench's `--json` through
 //!    [`crate::report::Report`], the backend's `--stats-file` through
@@ -12,7 +12,10 @@
 //!    are formatted as [`pyfmt`] says.
 //! 4. Bad arguments: one line, exit 2.
 
+mod ab;
 mod cyclictest;
+#[cfg(test)]
+mod fixtures;
 mod latency;
 mod profile;
 mod pyfmt;
@@ -41,6 +44,8 @@ enum Table {
     Profile(profile::ProfileArgs),
     /// p50 / p99 / max / n of one cyclictest histogram (docs/results/bench-latency-s30/fair-floor.sh).
     Cyclictest(cyclictest::CyclictestArgs),
+    /// experiments/bench-ab.sh's table (old build A against new B) of one run.
+    Ab(ab::AbArgs),
 }
 
 /// Why a table could not be built.
@@ -74,7 +79,7 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 /// what is wrong joined, usage and hints left out.
 fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "which table: latency, profile or cyclictest (see --help)".into();
+        return "which table: latency, profile, cyclictest or ab (see --help)".into();
     }
     let text = e.to_string();
     let message: Vec<&str> = text
@@ -114,6 +119,7 @@ pub(crate) fn main(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         Table::Latency(a) => latency::table(a),
         Table::Profile(a) => profile::table(a),
         Table::Cyclictest(a) => cyclictest::table(a),
+        Table::Ab(a) => ab::table(a),
     };
     match table {
         Ok(text) => {
@@ -141,7 +147,7 @@ mod tests {
         assert!(bad.contains("--targets") && bad.contains("`x`"), "{bad}");
         let missing = line(&["table", "latency"]);
         assert!(missing.contains("<OUT_DIR>"), "{missing}");
-        assert!(line(&["table"]).contains("latency, profile or cyclictest"));
+        assert!(line(&["table"]).contains("latency, profile, cyclictest or ab"));
         assert!(line(&["table", "latency", "/no/such/dir"]).contains("no such directory"));
         for l in [bad, missing] {
             assert!(!l.contains('\n') && !l.starts_with("error"), "{l}");

@@ -5,8 +5,10 @@
 //!    decimal value rounded to N places, a tie to even (Rust's `{:.N}` does the same); the sign
 //!    of a negative zero is kept; infinities are `inf`, NaN is `nan` (`+nan` signed), as Python
 //!    spells them.
-//! 2. [`or_dash`] prints a missing figure as `-`.
-//! 3. [`median`] is `statistics.median` of the values present: the middle of the sorted values,
+//! 2. [`grouped`] is `format(x, ",.0f")`: [`fixed`] to no places, a comma between groups of
+//!    three digits of the integer part.
+//! 3. [`or_dash`] prints a missing figure as `-`.
+//! 4. [`median`] is `statistics.median` of the values present: the middle of the sorted values,
 //!    the mean of the two middle ones for an even count; `None` for none.
 
 /// `format(x, ".{places}f")`.
@@ -25,6 +27,26 @@ pub(crate) fn signed(x: f64, places: usize) -> String {
     } else {
         format!("{x:+.places$}")
     }
+}
+
+/// `format(x, ",.0f")`.
+pub(crate) fn grouped(x: f64) -> String {
+    let text = fixed(x, 0);
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", text.as_str()),
+    };
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return text; // inf, nan
+    }
+    let mut out = String::from(sign);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `f(x)`, or `-` for a missing figure.
@@ -68,6 +90,19 @@ mod tests {
         assert_eq!(fixed(f64::NEG_INFINITY, 1), "-inf");
         assert_eq!(fixed(f64::NAN, 2), "nan");
         assert_eq!(signed(f64::NAN, 2), "+nan");
+    }
+
+    #[test]
+    fn grouped_text_is_pythons_comma_format() {
+        // Each expected string is what Python 3.11 prints for format(x, ",.0f").
+        assert_eq!(grouped(0.0), "0");
+        assert_eq!(grouped(999.5), "1,000");
+        assert_eq!(grouped(2_531_169.4), "2,531,169");
+        assert_eq!(grouped(123_456.5), "123,456");
+        assert_eq!(grouped(-1_234_567.0), "-1,234,567");
+        assert_eq!(grouped(-0.4), "-0");
+        assert_eq!(grouped(f64::NAN), "nan");
+        assert_eq!(grouped(f64::NEG_INFINITY), "-inf");
     }
 
     #[test]

@@ -1,0 +1,118 @@
+//! `table ab`: experiments/bench-ab.sh's table, old build (A) against new (B), of one run (that
+//! script says how each file is measured).
+//!
+//! 1. Files in OUT_DIR: per round R (1..=ROUNDS), configuration C and side S (A or B)
+//!    `rR-C-S.json`, the bench's `--json`. A missing file is a failed run: its round is left out.
+//! 2. A round counts for C when both sides have ops per backend CPU-second other than zero (the
+//!    pair). Without any pair C's row is `-` and 0 rounds.
+//! 3. A and B: the medians of the pairs' figures; `B/A of medians`; the paired ratios B / A,
+//!    their geometric mean (exp of the mean of the natural logs) and min..max.
+//! 4. IOPS: per side the median of the runs' total IOPS other than zero, over every round
+//!    (not only the pairs); `nan` when there is none.
+
+use std::path::{Path, PathBuf};
+
+use super::pyfmt::{fixed, grouped, median};
+use super::{load, TableError};
+use crate::report::Report;
+
+/// Configuration names, as the script's CONFIGS gives them.
+#[derive(Debug, Clone)]
+pub(crate) struct Configs(Vec<String>);
+
+/// White-space separated names of letters, digits, `-` and `_`, e.g. `null-bench mem-blkio`.
+fn parse_configs(s: &str) -> Result<Configs, String> {
+    let names: Vec<String> = s.split_whitespace().map(String::from).collect();
+    if names.is_empty() {
+        return Err("no configuration given".into());
+    }
+    let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if let Some(bad) = names.iter().find(|n| !n.chars().all(name_char)) {
+        return Err(format!(
+            "`{bad}` is not a configuration name (letters, digits, - and _)"
+        ));
+    }
+    Ok(Configs(names))
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AbArgs {
+    /// The run's directory (experiments/bench-ab.sh's OUT_DIR).
+    #[arg(value_name = "OUT_DIR", value_parser = super::run_dir)]
+    dir: PathBuf,
+    /// Rounds of the run (the script's ROUNDS).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Configurations in the table's order, white-space separated (CONFIGS).
+    #[arg(
+        long,
+        default_value = "null-bench null-blkio mem-bench mem-blkio memw-bench scsi10-bench",
+        value_parser = parse_configs
+    )]
+    configs: Configs,
+}
+
+const HEAD: &str = "| configuration | A ops/backend-CPU-s (median) | B (median) | B/A of medians \
+    | paired B/A (geo. mean, min..max) | A IOPS | B IOPS | rounds |\n|---|---|---|---|---|---|---|---|";
+
+/// A figure other than zero (the script's truth test).
+fn nonzero(x: Option<f64>) -> Option<f64> {
+    x.filter(|&x| x != 0.0)
+}
+
+/// One side's runs of configuration `c`, round by round (`None`: no file).
+fn side(dir: &Path, rounds: u32, c: &str, s: char) -> Result<Vec<Option<Report>>, TableError> {
+    (1..=rounds)
+        .map(|r| load(&dir.join(format!("r{r}-{c}-{s}.json"))))
+        .collect()
+}
+
+/// The table (module docs).
+pub(crate) fn table(a: &AbArgs) -> Result<String, TableError> {
+    let mut out = vec![HEAD.to_string()];
+    for c in &a.configs.0 {
+        let runs_a = side(&a.dir, a.rounds, c, 'A')?;
+        let runs_b = side(&a.dir, a.rounds, c, 'B')?;
+        out.push(row(c, &runs_a, &runs_b));
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// Configuration `c`'s row from its A and B runs (rules 2-4).
+fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String {
+    let eff = |j: &Option<Report>| nonzero(j.as_ref().and_then(|j| j.ops_per_backend_cpu_second));
+    let pairs: Vec<(f64, f64)> = runs_a
+        .iter()
+        .zip(runs_b)
+        .filter_map(|(x, y)| eff(x).zip(eff(y)))
+        .collect();
+    let (Some(ma), Some(mb)) = (
+        median(pairs.iter().map(|p| Some(p.0))),
+        median(pairs.iter().map(|p| Some(p.1))),
+    ) else {
+        return format!("| {c} | - | - | - | - | - | - | 0 |");
+    };
+    let ratios: Vec<f64> = pairs.iter().map(|(x, y)| y / x).collect();
+    let geo = (ratios.iter().map(|q| q.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let iops = |runs: &[Option<Report>]| {
+        let m = median(runs.iter().flatten().map(|j| nonzero(Some(j.total.iops))));
+        grouped(m.unwrap_or(f64::NAN))
+    };
+    format!(
+        "| {c} | {} | {} | {} | {} ({}..{}) | {} | {} | {} |",
+        grouped(ma),
+        grouped(mb),
+        fixed(mb / ma, 3),
+        fixed(geo, 3),
+        fixed(min, 3),
+        fixed(max, 3),
+        iops(runs_a),
+        iops(runs_b),
+        pairs.len()
+    )
+}
+
+#[cfg(test)]
+mod tests;
