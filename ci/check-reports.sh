@@ -7,7 +7,8 @@
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
 # latency|profile`) and diffed against the committed table; so are experiments/bench-ab.sh's
-# A/B tables (`vhost-blk-bench table ab`) and the goal table of
+# A/B tables (`vhost-blk-bench table ab`), experiments/syscalls-per-request.sh's tables (`table
+# syscalls`) and the goal table of
 # experiments/restart-experiment.sh (`guest-tests table restart-goals`). Exit status 1 when any
 # differs.
 #
@@ -104,6 +105,15 @@ ab run1 4
 ab run2 4
 ab run3 6 "scsi10-bench null-bench mem-bench"
 ab run4 10
+# experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
+# run's PATHS and CLIENT).
+S=$ROOT/docs/results/syscalls-s29
+same syscalls-s29/bench "$S/bench/syscalls-per-request.md" \
+    "$BENCH" table syscalls "$S/bench" --rounds 3 --paths "blk scsi10 scsi16 qsd" --hz 100
+same syscalls-s29/bench-busy1 "$S/bench-busy1/syscalls-per-request.md" \
+    "$BENCH" table syscalls "$S/bench-busy1" --rounds 3 --paths "blk scsi10 scsi16" --hz 100
+same syscalls-s29/blkio "$S/blkio/syscalls-per-request.md" \
+    "$BENCH" table syscalls "$S/blkio" --rounds 3 --paths "blk untouched qsd" --client blkio --hz 100
 # The restart experiment's goal table (goals.txt: the table, then the script's last two lines).
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \

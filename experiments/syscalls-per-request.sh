@@ -16,7 +16,8 @@
 # Usage: experiments/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
 #   env: ROUNDS (3), DURATION (3s), QUEUES (8), QD (16), THREADS (2), PATHS ("blk scsi10 scsi16"),
 #        CLIENT (bench)
-# Output: OUT_DIR/syscalls-per-request.md (the table, also printed) and each run's raw files.
+# Output: OUT_DIR/syscalls-per-request.md (the table, also printed; `vhost-blk-bench table
+# syscalls` builds it from the runs' files) and each run's raw files.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
@@ -97,68 +98,6 @@ for r in $(seq "$ROUNDS"); do
     for p in "$@"; do one "$p" "$r" bare; one "$p" "$r" perf; done
 done
 
-# shellcheck disable=SC2086
-python3 - "$OUT" "$ROUNDS" "$(getconf CLK_TCK)" "$CLIENT" $PATHS <<'PY' | tee "$OUT/syscalls-per-request.md"
-import json, statistics, sys
-out, rounds, hz, client, paths = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-cols = [("raw_syscalls:sys_enter", "syscalls"), ("syscalls:sys_enter_epoll_wait", "epoll_wait"),
-        ("syscalls:sys_enter_sched_yield", "sched_yield"), ("syscalls:sys_enter_write", "write"),
-        ("syscalls:sys_enter_read", "read"), ("syscalls:sys_enter_timerfd_settime", "timerfd_settime"),
-        ("syscalls:sys_enter_ppoll", "ppoll (qemu's loop)"), ("sched:sched_switch", "switches"), ("sched:sched_wakeup", "wakeups given")]
-
-def perf(path):
-    got = {}
-    try:
-        for line in open(path):
-            f = line.strip().split(",")
-            if len(f) > 2 and f[2] in dict(cols):
-                got[f[2]] = int(f[0]) if f[0].isdigit() else 0
-    except FileNotFoundError:
-        pass
-    return got
-
-def run(p, mode, r):
-    name = f"{out}/{p}-{mode}-r{r}"
-    bench = json.load(open(f"{name}.json"))
-    n = bench["total"]["ops"]
-    irqs = bench["total"].get("interrupts") or 0
-    ticks = int(open(f"{name}-ticks").read())
-    row = dict(iops=bench["total"].get("iops", 0), us=ticks / hz / n * 1e6, batch=n / max(irqs, 1),
-               p99=bench["total"].get("latency_us", {}).get("p99", 0))
-    if mode == "perf":
-        b, c = perf(f"{name}-backend.perf"), perf(f"{name}-client.perf")
-        row.update({f"b {k}": b.get(e, 0) / n for e, k in cols})
-        row.update({f"c {k}": c.get(e, 0) / n for e, k in cols[-2:]})
-    return row
-
-head = {"iops": "IOPS", "us": "backend CPU us per request", "batch": "completions per interrupt",
-        "p99": "client latency p99 us"}
-def table(mode, keys):
-    rows = {p: [run(p, mode, r) for r in range(1, rounds + 1)] for p in paths}
-    print("| per completed request | " + " | ".join(paths) + " |")
-    print("|---|" + "---|" * len(paths))
-    for k in keys:
-        cells = []
-        for p in paths:
-            v = [row[k] for row in rows[p]]
-            fmt = "{:.0f}" if k in ("iops", "p99") else "{:.2f}" if k == "batch" else "{:.4f}"
-            cells.append(fmt.format(statistics.median(v)) +
-                         f" ({fmt.format(min(v))}-{fmt.format(max(v))})")
-        print(f"| {head.get(k, k)} | " + " | ".join(cells) + " |")
-    base = paths[0]
-    for p in paths[1:]:
-        ratio = [rows[base][i]["us"] / rows[p][i]["us"] for i in range(rounds)]
-        print(f"\n{p} / {base}, ops per backend CPU-second, per round: "
-              + " ".join(f"{x:.2f}" for x in ratio) + f" (median {statistics.median(ratio):.2f}x)")
-    print()
-
-print(f"Client: {client}. Median of {rounds} interleaved rounds (min-max); each figure divided "
-      "by the requests the client completed over the same window.\n")
-print("### Without tracing\n")
-table("bare", ["iops", "us", "batch", "p99"])
-print("### With perf counting (slows both sides; compare the paths with each other, not with "
-      "the table above)\n")
-print("b = backend process, c = client process (scheduler events only).\n")
-table("perf", ["iops", "us", "batch", "p99"] + [f"b {k}" for _, k in cols]
-      + [f"c {k}" for _, k in cols[-2:]])
-PY
+# The table: `vhost-blk-bench table syscalls` (its docs say how each figure is computed).
+"$B/vhost-blk-bench" table syscalls "$OUT" --rounds "$ROUNDS" --paths "$PATHS" --client "$CLIENT" \
+    --hz "$(getconf CLK_TCK)" | tee "$OUT/syscalls-per-request.md"

@@ -13,27 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use super::pyfmt::{fixed, grouped, median};
-use super::{load, TableError};
+use super::{load, Names, TableError};
 use crate::report::Report;
-
-/// Configuration names, as the script's CONFIGS gives them.
-#[derive(Debug, Clone)]
-pub(crate) struct Configs(Vec<String>);
-
-/// White-space separated names of letters, digits, `-` and `_`, e.g. `null-bench mem-blkio`.
-fn parse_configs(s: &str) -> Result<Configs, String> {
-    let names: Vec<String> = s.split_whitespace().map(String::from).collect();
-    if names.is_empty() {
-        return Err("no configuration given".into());
-    }
-    let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-    if let Some(bad) = names.iter().find(|n| !n.chars().all(name_char)) {
-        return Err(format!(
-            "`{bad}` is not a configuration name (letters, digits, - and _)"
-        ));
-    }
-    Ok(Configs(names))
-}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct AbArgs {
@@ -47,9 +28,9 @@ pub(crate) struct AbArgs {
     #[arg(
         long,
         default_value = "null-bench null-blkio mem-bench mem-blkio memw-bench scsi10-bench",
-        value_parser = parse_configs
+        value_parser = super::names
     )]
-    configs: Configs,
+    configs: Names,
 }
 
 const HEAD: &str = "| configuration | A ops/backend-CPU-s (median) | B (median) | B/A of medians \

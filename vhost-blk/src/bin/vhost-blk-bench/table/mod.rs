@@ -1,6 +1,7 @@
 //! `vhost-blk-bench table`: the tables of experiments/bench-latency.sh (`table latency`),
-//! experiments/profile-backend.sh (`table profile`) and experiments/bench-ab.sh (`table ab`),
-//! built from one run's files, and one cyclictest histogram's figures (`table cyclictest`).
+//! experiments/profile-backend.sh (`table profile`), experiments/bench-ab.sh (`table ab`) and
+//! experiments/syscalls-per-request.sh (`table syscalls`), built from one run's files, and one
+//! cyclictest histogram's figures (`table cyclictest`).
 //!
 //! 1. Every JSON file is read through the type that writes it: the bench's `--json` through
 //!    [`crate::report::Report`], the backend's `--stats-file` through
@@ -19,6 +20,7 @@ mod fixtures;
 mod latency;
 mod profile;
 mod pyfmt;
+mod syscalls;
 
 use std::ffi::OsString;
 use std::io;
@@ -46,6 +48,8 @@ enum Table {
     Cyclictest(cyclictest::CyclictestArgs),
     /// experiments/bench-ab.sh's table (old build A against new B) of one run.
     Ab(ab::AbArgs),
+    /// experiments/syscalls-per-request.sh's table (system calls, switches, wake-ups per request).
+    Syscalls(syscalls::SyscallsArgs),
 }
 
 /// Why a table could not be built.
@@ -79,7 +83,7 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 /// what is wrong joined, usage and hints left out.
 fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "which table: latency, profile, cyclictest or ab (see --help)".into();
+        return "which table: latency, profile, cyclictest, ab or syscalls (see --help)".into();
     }
     let text = e.to_string();
     let message: Vec<&str> = text
@@ -98,6 +102,24 @@ pub(crate) fn run_dir(s: &str) -> Result<PathBuf, String> {
         Ok(path)
     } else {
         Err("no such directory".into())
+    }
+}
+
+/// Names that are parts of a run's file names (configurations, paths), in the table's order.
+#[derive(Debug, Clone)]
+pub(crate) struct Names(pub Vec<String>);
+
+/// White-space separated names of letters, digits, `-` and `_`, e.g. `null-bench mem-blkio`;
+/// at least one.
+pub(crate) fn names(s: &str) -> Result<Names, String> {
+    let names: Vec<String> = s.split_whitespace().map(String::from).collect();
+    if names.is_empty() {
+        return Err("no name given".into());
+    }
+    let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    match names.iter().find(|n| !n.chars().all(name_char)) {
+        Some(bad) => Err(format!("`{bad}` is not a name (letters, digits, - and _)")),
+        None => Ok(Names(names)),
     }
 }
 
@@ -120,6 +142,7 @@ pub(crate) fn main(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         Table::Profile(a) => profile::table(a),
         Table::Cyclictest(a) => cyclictest::table(a),
         Table::Ab(a) => ab::table(a),
+        Table::Syscalls(a) => syscalls::table(a),
     };
     match table {
         Ok(text) => {
@@ -147,7 +170,7 @@ mod tests {
         assert!(bad.contains("--targets") && bad.contains("`x`"), "{bad}");
         let missing = line(&["table", "latency"]);
         assert!(missing.contains("<OUT_DIR>"), "{missing}");
-        assert!(line(&["table"]).contains("latency, profile, cyclictest or ab"));
+        assert!(line(&["table"]).contains("latency, profile, cyclictest, ab or syscalls"));
         assert!(line(&["table", "latency", "/no/such/dir"]).contains("no such directory"));
         for l in [bad, missing] {
             assert!(!l.contains('\n') && !l.starts_with("error"), "{l}");
@@ -156,6 +179,16 @@ mod tests {
         assert!(parse(&["table", "latency", d, "--rounds", "0"]).is_err());
         let ok = parse(&["table", "profile", d, "blkio"]).unwrap();
         assert!(matches!(ok.table, Table::Profile(_)));
+    }
+
+    #[test]
+    fn names_are_file_name_parts() {
+        assert_eq!(
+            names(" null-bench  mem_1 ").unwrap().0,
+            ["null-bench", "mem_1"]
+        );
+        assert!(names("  ").unwrap_err().contains("no name"));
+        assert!(names("a ../b").unwrap_err().contains("`../b`"));
     }
 
     #[test]

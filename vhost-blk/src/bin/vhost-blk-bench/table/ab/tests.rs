@@ -72,15 +72,3 @@ fn a_broken_file_is_an_error_naming_it() {
     let err = table(&args(&[d, "--rounds", "1", "--configs", "cfg"])).unwrap_err();
     assert!(err.to_string().contains("r1-cfg-B.json"), "{err}");
 }
-
-#[test]
-fn configurations_are_names() {
-    assert_eq!(
-        parse_configs(" null-bench  mem_1 ").unwrap().0,
-        ["null-bench", "mem_1"]
-    );
-    assert!(parse_configs("  ")
-        .unwrap_err()
-        .contains("no configuration"));
-    assert!(parse_configs("a ../b").unwrap_err().contains("`../b`"));
-}
