@@ -7,6 +7,8 @@
 # scheduled worse" (experiments/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
 # of atomics, syscalls and context switches (docs/perf.md).
 # Usage: experiments/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
+# Output: the table on stdout (`vhost-blk-bench table callgrind OUT_DIR` builds it from each
+# path's NAME.cg and NAME-stats.json, kept in OUT_DIR).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
@@ -39,17 +41,5 @@ one() { # NAME BACKEND-ARGS CLIENT-ARGS
 one blk "--null 1G" ""
 one scsi10 "--device scsi --null 1G" "--device scsi"
 one scsi16 "--device scsi --null 1G" "--device scsi --cdb16"
-python3 - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-base = None
-print("| path | completions | Ir in handle_event | Ir per request | vs blk |")
-print("|---|---|---|---|---|")
-for name in ("blk", "scsi10", "scsi16"):
-    stats = json.load(open(f"{out}/{name}-stats.json"))
-    n = sum(q["completions"] for q in stats["queues"])
-    ir = next(int(l.split()[1]) for l in open(f"{out}/{name}.cg") if l.startswith(("totals:", "summary:")))
-    per = ir / n
-    base = base or per
-    print(f"| {name} | {n} | {ir} | {per:.0f} | {per / base:.3f}x |")
-PY
+# The table: `vhost-blk-bench table callgrind` (its docs say how each figure is computed).
+"$B/vhost-blk-bench" table callgrind "$OUT" --paths "blk scsi10 scsi16"

@@ -21,9 +21,9 @@
 //! With `--backend-pid` the backend's CPU time (utime + stime) during the run is reported, and
 //! the throughput per backend CPU-second.
 //!
-//! `vhost-blk-bench table latency|profile|ab|syscalls OUT_DIR ...` builds the tables of
-//! experiments/bench-latency.sh, profile-backend.sh, bench-ab.sh and syscalls-per-request.sh from
-//! a run's files ([`table`]).
+//! `vhost-blk-bench table latency|profile|ab|syscalls|callgrind OUT_DIR ...` builds the tables
+//! of experiments/bench-latency.sh, profile-backend.sh, bench-ab.sh, syscalls-per-request.sh and
+//! callgrind-per-request.sh from a run's files ([`table`]).
 
 // As the library: no unwrap/expect/panic/unreachable, indexing or slicing outside tests
 // (lib.rs).

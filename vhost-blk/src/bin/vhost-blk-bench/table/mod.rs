@@ -1,11 +1,13 @@
 //! `vhost-blk-bench table`: the tables of experiments/bench-latency.sh (`table latency`),
-//! experiments/profile-backend.sh (`table profile`), experiments/bench-ab.sh (`table ab`) and
-//! experiments/syscalls-per-request.sh (`table syscalls`), built from one run's files, and one
+//! experiments/profile-backend.sh (`table profile`), experiments/bench-ab.sh (`table ab`),
+//! experiments/syscalls-per-request.sh (`table syscalls`) and
+//! experiments/callgrind-per-request.sh (`table callgrind`), built from one run's files, and one
 //! cyclictest histogram's figures (`table cyclictest`).
 //!
 //! 1. Every JSON file is read through the type that writes it: the bench's `--json` through
 //!    [`crate::report::Report`], the backend's `--stats-file` through
-//!    [`vhost_blk::stats::DeviceStats`]; cyclictest's histograms through [`cyclictest`].
+//!    [`vhost_blk::stats::DeviceStats`]; cyclictest's histograms through [`cyclictest`]; perf's
+//!    and callgrind's text by the rules of [`syscalls`] and [`callgrind`].
 //! 2. A file a run may lack (a tool not installed, a failed run) is absent, not an error: its row
 //!    is left out or its figure shown as `-`. A file that exists but does not parse, or lacks a
 //!    figure the table needs, is an error naming it (exit 1).
@@ -14,6 +16,7 @@
 //! 4. Bad arguments: one line, exit 2.
 
 mod ab;
+mod callgrind;
 mod cyclictest;
 #[cfg(test)]
 mod fixtures;
@@ -50,6 +53,8 @@ enum Table {
     Ab(ab::AbArgs),
     /// experiments/syscalls-per-request.sh's table (system calls, switches, wake-ups per request).
     Syscalls(syscalls::SyscallsArgs),
+    /// experiments/callgrind-per-request.sh's table (the backend's instructions per request).
+    Callgrind(callgrind::CallgrindArgs),
 }
 
 /// Why a table could not be built.
@@ -83,7 +88,8 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 /// what is wrong joined, usage and hints left out.
 fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "which table: latency, profile, cyclictest, ab or syscalls (see --help)".into();
+        return "which table: latency, profile, cyclictest, ab, syscalls or callgrind (see --help)"
+            .into();
     }
     let text = e.to_string();
     let message: Vec<&str> = text
@@ -143,6 +149,7 @@ pub(crate) fn main(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         Table::Cyclictest(a) => cyclictest::table(a),
         Table::Ab(a) => ab::table(a),
         Table::Syscalls(a) => syscalls::table(a),
+        Table::Callgrind(a) => callgrind::table(a),
     };
     match table {
         Ok(text) => {
@@ -170,7 +177,9 @@ mod tests {
         assert!(bad.contains("--targets") && bad.contains("`x`"), "{bad}");
         let missing = line(&["table", "latency"]);
         assert!(missing.contains("<OUT_DIR>"), "{missing}");
-        assert!(line(&["table"]).contains("latency, profile, cyclictest, ab or syscalls"));
+        assert!(
+            line(&["table"]).contains("latency, profile, cyclictest, ab, syscalls or callgrind")
+        );
         assert!(line(&["table", "latency", "/no/such/dir"]).contains("no such directory"));
         for l in [bad, missing] {
             assert!(!l.contains('\n') && !l.starts_with("error"), "{l}");
