@@ -7,8 +7,9 @@
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
 # latency|profile`) and diffed against the committed table; so is the goal table of
-# experiments/restart-experiment.sh (`guest-tests table restart-goals`). Exit status 1 when any
-# differs.
+# experiments/restart-experiment.sh (`guest-tests table restart-goals`), and the bisection
+# experiment's runs.tsv (`guest-tests table bisect-run`, each run's bisect.json with the secret,
+# position, name, seed and wall time the table itself gives). Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 #   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
@@ -96,4 +97,17 @@ done
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
     "$BIN" table restart-goals "$ROOT/docs/results/restart-35" 50
+# The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
+# was not given comes from the table (position, seed, wall) and the candidates (the secret is the
+# one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).
+BIS=$ROOT/docs/results/bisect
+header=(--header)
+while IFS=$'\t' read -r name seed position _ _ _ _ _ _ _ _ wall _; do
+    secret=$(grep -B1 '"subject": "Revert' "$BIS/$name/bisect.json" \
+        | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
+    "$BIN" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
+        "$((position - 1))" "$name" "$seed" "$wall" >>"$WORK/runs.tsv" 2>&1 || true
+    header=()
+done < <(tail -n +2 "$BIS/runs.tsv")
+same bisect/runs.tsv "$BIS/runs.tsv" cat "$WORK/runs.tsv"
 exit $bad
