@@ -7,7 +7,8 @@
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
 # latency|profile`) and diffed against the committed table; so is the goal table of
-# experiments/restart-experiment.sh (`guest-tests table restart-goals`), and the bisection
+# experiments/restart-experiment.sh (`guest-tests table restart-goals`), that of
+# experiments/reconnect-experiment.sh (`guest-tests table reconnects`), and the bisection
 # experiment's runs.tsv (`guest-tests table bisect-run`, each run's bisect.json with the secret,
 # position, name, seed and wall time the table itself gives). Exit status 1 when any differs.
 #
@@ -97,6 +98,9 @@ done
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
     "$BIN" table restart-goals "$ROOT/docs/results/restart-35" 50
+# The reconnect experiment's table (reconnects.md, from its logs' RECONNECT-RESULT lines).
+same restart-35/reconnects.md "$ROOT/docs/results/restart-35/reconnects.md" \
+    "$BIN" table reconnects "$ROOT/docs/results/restart-35" 7.2 10
 # The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
 # was not given comes from the table (position, seed, wall) and the candidates (the secret is the
 # one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).

@@ -1,7 +1,7 @@
-//! `guest-tests table kernel-lines LINE...`, `table restart-goals OUT [MIN]` and `table
-//! bisect-run BISECT_JSON ...`: the tables experiments' READMEs hold, computed from committed
-//! results (report::kernel_lines, report::restart_goals, bisect::summary), in the text the
-//! Python scripts they replace printed.
+//! `guest-tests table kernel-lines LINE...`, `table restart-goals OUT [MIN]`, `table reconnects
+//! OUT QEMU...` and `table bisect-run BISECT_JSON ...`: the tables experiments' READMEs hold,
+//! computed from committed results (report::kernel_lines, report::restart_goals,
+//! report::reconnects, bisect::summary), in the text the Python scripts they replace printed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +11,7 @@ use clap::Subcommand;
 use crate::bisect::summary::{read_outcome, summary_line, RunFacts, HEADER};
 use crate::report::kernel_lines::{header, line_rows, LineSpec};
 use crate::report::markdown_rows;
+use crate::report::reconnects::reconnect_table;
 use crate::report::restart_goals::{goals_table, run_names};
 
 use super::fail;
@@ -33,6 +34,15 @@ pub enum TableCmd {
         /// The least chains resubmitted on request queues over a run's kills.
         #[arg(default_value_t = 50)]
         min_resubmitted: u64,
+    },
+    /// The table of experiments/reconnect-experiment.sh: per QEMU and device, the backend's
+    /// (fds, threads) before the first, after the first and after the last connection, from
+    /// OUT/reconnect-qemuQEMU.log.
+    Reconnects {
+        out: PathBuf,
+        /// The QEMUs, as in the logs' names (7.2, 10).
+        #[arg(required = true, value_name = "QEMU")]
+        qemus: Vec<String>,
     },
     /// One line of experiments/exp-bisect.sh's runs.tsv (docs/results/bisect/runs.tsv): a
     /// bisection's bisect.json checked against the secret first bad commit.
@@ -73,6 +83,18 @@ pub fn table_cmd(t: TableCmd) -> ExitCode {
             out,
             min_resubmitted,
         } => restart_goals_cmd(&out, min_resubmitted),
+        TableCmd::Reconnects { out, qemus } => {
+            if !out.is_dir() {
+                return fail(format!("{}: not a directory", out.display()), 2);
+            }
+            match reconnect_table(&out, &qemus) {
+                Ok(t) => {
+                    print!("{t}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e, 1),
+            }
+        }
         TableCmd::BisectRun {
             bisect_json,
             secret,
