@@ -106,6 +106,9 @@ mod tests {
         assert_eq!(r[0].after, [(8, 2), (9, 2), (8, 2)]);
         assert_eq!(r[1].before, (7, 1));
         assert_eq!(r[1], r[2]);
+        // What booted_reconnect.rs prints is the line as it always read.
+        let again = serde_json::to_string(&r[0]).unwrap();
+        assert_eq!(format!("{RECONNECT_PREFIX}{again}"), LINE_A);
         assert_eq!(
             row(&r[0]),
             "| QEMU emulator version 7.2.22 | blk | 3 | (7, 1) | (8, 2) | (8, 2) | yes |\n"
