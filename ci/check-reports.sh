@@ -10,7 +10,9 @@
 # experiments/restart-experiment.sh (`guest-tests table restart-goals`), that of
 # experiments/reconnect-experiment.sh (`guest-tests table reconnects`), and the bisection
 # experiment's runs.tsv (`guest-tests table bisect-run`, each run's bisect.json with the secret,
-# position, name, seed and wall time the table itself gives). Exit status 1 when any differs.
+# position, name, seed and wall time the table itself gives). Last, `guest-tests check storm`
+# (what ci/tree-kernel-smoke.sh asserts of its storm runs) must pass on a committed storm run
+# and its detector's self-test, and fail with the two swapped. Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 #   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
@@ -114,4 +116,19 @@ while IFS=$'\t' read -r name seed position _ _ _ _ _ _ _ _ wall _; do
     header=()
 done < <(tail -n +2 "$BIS/runs.tsv")
 same bisect/runs.tsv "$BIS/runs.tsv" cat "$WORK/runs.tsv"
+# The storm check on committed runs: a clean unfrozen storm and the self-test the detector caught
+# (the line is what the Python the check replaced printed for them).
+V=$ROOT/docs/results/seed000-versions
+mkdir -p "$WORK/storm/s" "$WORK/detect/d"
+cp "$V/unfrozen/000-rt+storm-r0/results.json" "$WORK/storm/s/"
+cp "$V/unfrozen-selftest/000-rt+storm-r0/results.json" "$WORK/detect/d/"
+echo "unfrozen storm: 819841 cycles, 167525 I/Os, no lost run; self-test caught after 45917 cycles" \
+    >"$WORK/storm.txt"
+same "check storm" "$WORK/storm.txt" "$BIN" check storm "$WORK/storm" "$WORK/detect"
+if "$BIN" check storm "$WORK/detect" "$WORK/storm" >/dev/null 2>&1; then
+    echo "FAIL check storm: passed with the storm and the self-test swapped" >&2
+    bad=1
+else
+    echo "ok   check storm (swapped: fails)"
+fi
 exit $bad
