@@ -8,9 +8,13 @@
 # rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
 # latency|profile`) and diffed against the committed table; so are experiments/bench-ab.sh's
 # A/B tables (`vhost-blk-bench table ab`), experiments/syscalls-per-request.sh's tables (`table
-# syscalls`) and the goal table of
-# experiments/restart-experiment.sh (`guest-tests table restart-goals`). Exit status 1 when any
-# differs.
+# syscalls`), the goal table of experiments/restart-experiment.sh (`guest-tests table
+# restart-goals`), that of experiments/reconnect-experiment.sh (`guest-tests table
+# reconnects`), and the bisection experiment's runs.tsv (`guest-tests table bisect-run`, each
+# run's bisect.json with the secret, position, name, seed and wall time the table itself
+# gives). Last, `guest-tests check storm` (what ci/tree-kernel-smoke.sh asserts of its storm
+# runs) must pass on a committed storm run and its detector's self-test, and fail with the two
+# swapped. Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
 #   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
@@ -118,4 +122,35 @@ same syscalls-s29/blkio "$S/blkio/syscalls-per-request.md" \
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
     "$BIN" table restart-goals "$ROOT/docs/results/restart-35" 50
+# The reconnect experiment's table (reconnects.md, from its logs' RECONNECT-RESULT lines).
+same restart-35/reconnects.md "$ROOT/docs/results/restart-35/reconnects.md" \
+    "$BIN" table reconnects "$ROOT/docs/results/restart-35" 7.2 10
+# The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
+# was not given comes from the table (position, seed, wall) and the candidates (the secret is the
+# one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).
+BIS=$ROOT/docs/results/bisect
+header=(--header)
+while IFS=$'\t' read -r name seed position _ _ _ _ _ _ _ _ wall _; do
+    secret=$(grep -B1 '"subject": "Revert' "$BIS/$name/bisect.json" \
+        | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
+    "$BIN" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
+        "$((position - 1))" "$name" "$seed" "$wall" >>"$WORK/runs.tsv" 2>&1 || true
+    header=()
+done < <(tail -n +2 "$BIS/runs.tsv")
+same bisect/runs.tsv "$BIS/runs.tsv" cat "$WORK/runs.tsv"
+# The storm check on committed runs: a clean unfrozen storm and the self-test the detector caught
+# (the line is what the Python the check replaced printed for them).
+V=$ROOT/docs/results/seed000-versions
+mkdir -p "$WORK/storm/s" "$WORK/detect/d"
+cp "$V/unfrozen/000-rt+storm-r0/results.json" "$WORK/storm/s/"
+cp "$V/unfrozen-selftest/000-rt+storm-r0/results.json" "$WORK/detect/d/"
+echo "unfrozen storm: 819841 cycles, 167525 I/Os, no lost run; self-test caught after 45917 cycles" \
+    >"$WORK/storm.txt"
+same "check storm" "$WORK/storm.txt" "$BIN" check storm "$WORK/storm" "$WORK/detect"
+if "$BIN" check storm "$WORK/detect" "$WORK/storm" >/dev/null 2>&1; then
+    echo "FAIL check storm: passed with the storm and the self-test swapped" >&2
+    bad=1
+else
+    echo "ok   check storm (swapped: fails)"
+fi
 exit $bad

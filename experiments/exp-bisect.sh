@@ -45,7 +45,6 @@ FILES=(block/bio.c block/blk-core.c block/blk-flush.c block/blk-ioc.c block/blk-
     block/blk-rq-qos.c block/blk-ia-ranges.c block/early-lookup.c block/mq-deadline.c
     block/kyber-iosched.c block/blk-mq-virtio.c)
 SUMMARY=$DOCS/runs.tsv
-[ -f "$SUMMARY" ] || printf 'run\tseed\tposition\tcandidates\tfound\tverdict\tdecided_steps\tskipped\tboots_per_step\tmedian_boots\twall_per_step_s\ttotal_wall_s\tdrift\n' > "$SUMMARY"
 for k in $(seq 1 "$RUNS"); do
     name=run-$SEED-$k
     RANDOM=$((SEED + k))
@@ -75,17 +74,10 @@ for k in $(seq 1 "$RUNS"); do
     read -r secret pos < "$EXP/secret-$name"
     mkdir -p "$DOCS/$name"
     cp "$out"/bisect.json "$out"/bisect.log "$out"/bisect.md "$out"/journal.json "$DOCS/$name/" || true
-    python3 - "$out/bisect.json" "$secret" "$pos" "$name" "$SEED" "$wall" >> "$SUMMARY" <<'PY'
-import json, statistics, sys
-o = json.load(open(sys.argv[1])); secret, pos, name, seed, wall = sys.argv[2:7]
-a = o["answer"]; found = a.get("id", a["kind"])
-steps = o["steps"]; decided = [s for s in steps if s["verdict"] != "skip"]
-boots = [len(s["values"]) for s in steps]
-drift = o.get("drift") or {}
-print("\t".join(map(str, [name, seed, int(pos) + 1, len(o["candidates"]), found[:12],
-    "FOUND" if found == secret else "WRONG", len(decided), len(steps) - len(decided),
-    ",".join(map(str, boots)), statistics.median(boots) if boots else "-",
-    ",".join("%.0f" % s["wall_s"] for s in steps), wall, drift.get("drifted")])))
-PY
+    # One line per run (bisect::summary), with runs.tsv's header when the file is new.
+    header=()
+    [ -s "$SUMMARY" ] || header=(--header)
+    "$GT" table bisect-run "${header[@]}" "$out/bisect.json" "$secret" "$pos" "$name" "$SEED" \
+        "$wall" >> "$SUMMARY"
     tail -1 "$SUMMARY"
 done

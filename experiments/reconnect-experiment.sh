@@ -4,9 +4,9 @@
 # QEMU boots Debian's RT kernel against our backend (blk, then SCSI), is SIGKILLed once the
 # guest reported its disk, and is started again, N times; the backend's open fds and threads
 # after each connection are printed, and those after the last must equal those after the first.
-# Output: OUT/<qemu>.log (each test's RECONNECT-RESULT line), then a summary. ~4-5 s of TCG
-# boot per connection; run it under the shared CPU lock. Environment: QEMUS ("7.2 10"),
-# N (20), OUT (docs/results/restart-35).
+# Output: OUT/reconnect-qemu<qemu>.log (each test's RECONNECT-RESULT line), then their table
+# (`guest-tests table reconnects OUT QEMU...`). ~4-5 s of TCG boot per connection; run it under
+# the shared CPU lock. Environment: QEMUS ("7.2 10"), N (20), OUT (docs/results/restart-35).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 qemus=${QEMUS:-7.2 10}
@@ -23,19 +23,8 @@ for q in $qemus; do
     echo "QEMU $q: exit $status"
     [ "$status" = 0 ] || failed=$((failed + 1))
 done
+# The table from the logs' RECONNECT-RESULT lines (report::reconnects).
 # shellcheck disable=SC2086 # qemus is a list: split on purpose
-python3 - "$out" $qemus <<'PY'
-import json, re, sys
-out = sys.argv[1]
-print("| QEMU | device | connections | (fds, threads) before | after the first | after the last | equal |")
-print("|---|---|---|---|---|---|---|")
-for q in sys.argv[2:]:
-    text = open(f"{out}/reconnect-qemu{q}.log", errors="replace").read()
-    for m in re.finditer(r"^RECONNECT-RESULT (\{.*\})$", text, re.M):
-        r = json.loads(m.group(1))
-        a = r["after"]
-        print(f"| {r['qemu']} | {r['device']} | {r['connections']} | {tuple(r['before'])} "
-              f"| {tuple(a[0])} | {tuple(a[-1])} | {'yes' if a[0] == a[-1] else 'NO'} |")
-PY
+cargo run -q -p guest-tests -- table reconnects "$out" $qemus
 echo "reconnect-experiment: $failed failed"
 [ "$failed" = 0 ]

@@ -2,6 +2,7 @@
 //! The schema is documented in docs/results-schema.md; bump [`SCHEMA_VERSION`] on any
 //! incompatible change.
 
+pub mod checks;
 mod derive;
 mod launched;
 mod load;

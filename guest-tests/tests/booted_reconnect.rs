@@ -8,7 +8,8 @@
 //!
 //! Before the daemon closed the exit eventfds vhost-user-backend 0.24 leaves open, this grew
 //! by 8 fds per connection (7 -> 32 -> 56 -> 80 after 2 / 5 / 8 connections, 2026-12-04).
-//! The last line printed, `RECONNECT-RESULT {json}`, is what the experiment script tabulates.
+//! The last line printed, `RECONNECT-RESULT {json}` (a `ReconnectResult`), is what the
+//! experiment script tabulates (`guest-tests table reconnects`).
 
 // A test reads as one scenario: exempt from clippy::too_many_lines (non-test code is not).
 #![allow(clippy::too_many_lines)]
@@ -23,6 +24,7 @@ use guest_tests::agent::StreamParser;
 use guest_tests::images::job::{self, JobParams};
 use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::process::Guarded;
+use guest_tests::launch::restart::{ReconnectResult, RECONNECT_PREFIX};
 use guest_tests::launch::{backend, qemu, StreamWatch};
 use guest_tests::suite::{self, Suite};
 
@@ -187,15 +189,19 @@ fn reconnects(suite_name: &str) {
     }
     assert!(b.try_wait().is_none(), "the backend died");
     b.stop(Duration::from_secs(5));
-    let result = serde_json::json!({
-        "suite": suite_name,
-        "device": s.spec.device.as_str(),
-        "qemu": qversion,
-        "connections": n,
-        "before": before,
-        "after": after,
-    });
-    eprintln!("RECONNECT-RESULT {result}");
+    let result = ReconnectResult {
+        after,
+        before,
+        connections: n,
+        device: s.spec.device.as_str().into(),
+        qemu: qversion,
+        suite: suite_name.into(),
+    };
+    eprintln!(
+        "{RECONNECT_PREFIX}{}",
+        serde_json::to_string(&result).expect("a ReconnectResult serializes")
+    );
+    let after = &result.after;
     assert_eq!(
         after.first(),
         after.last(),

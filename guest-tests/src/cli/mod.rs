@@ -14,6 +14,7 @@ use crate::suite::{self, Suite};
 
 mod bisect;
 mod boot;
+mod check;
 mod each;
 mod executor;
 mod run;
@@ -91,6 +92,9 @@ pub enum Cmd {
     /// The tables of experiments' READMEs, from their results (the text Python printed).
     #[command(subcommand)]
     Table(table::TableCmd),
+    /// Assertions on runs' results (ci/tree-kernel-smoke.sh): exit 0, or 1 and the first failure.
+    #[command(subcommand)]
+    Check(check::CheckCmd),
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
     /// List the suites (with `--variants SUITE`: that suite's variants, one per line).
@@ -314,6 +318,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             title,
         } => report_cmd(&dir, kernels.as_deref(), title),
         Cmd::Table(t) => table::table_cmd(t),
+        Cmd::Check(c) => check::check_cmd(c),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),
         Cmd::Images(args) => match images::cli::run(&args) {

@@ -1,14 +1,17 @@
-//! `guest-tests table kernel-lines LINE...` and `table restart-goals OUT [MIN]`: the tables
-//! experiments' READMEs hold, computed from committed results (report::kernel_lines,
-//! report::restart_goals), in the text the Python scripts they replace printed.
+//! `guest-tests table kernel-lines LINE...`, `table restart-goals OUT [MIN]`, `table reconnects
+//! OUT QEMU...` and `table bisect-run BISECT_JSON ...`: the tables experiments' READMEs hold,
+//! computed from committed results (report::kernel_lines, report::restart_goals,
+//! report::reconnects, bisect::summary), in the text the Python scripts they replace printed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
+use crate::bisect::summary::{read_outcome, summary_line, RunFacts, HEADER};
 use crate::report::kernel_lines::{header, line_rows, LineSpec};
 use crate::report::markdown_rows;
+use crate::report::reconnects::reconnect_table;
 use crate::report::restart_goals::{goals_table, run_names};
 
 use super::fail;
@@ -32,6 +35,44 @@ pub enum TableCmd {
         #[arg(default_value_t = 50)]
         min_resubmitted: u64,
     },
+    /// The table of experiments/reconnect-experiment.sh: per QEMU and device, the backend's
+    /// (fds, threads) before the first, after the first and after the last connection, from
+    /// OUT/reconnect-qemuQEMU.log.
+    Reconnects {
+        out: PathBuf,
+        /// The QEMUs, as in the logs' names (7.2, 10).
+        #[arg(required = true, value_name = "QEMU")]
+        qemus: Vec<String>,
+    },
+    /// One line of experiments/exp-bisect.sh's runs.tsv (docs/results/bisect/runs.tsv): a
+    /// bisection's bisect.json checked against the secret first bad commit.
+    BisectRun {
+        /// The bisection's bisect.json.
+        bisect_json: PathBuf,
+        /// The full id of the commit that really is the first bad one.
+        secret: String,
+        /// Its position among the branch's commits, from 0.
+        position: u64,
+        /// The run's name (runs.tsv's first column).
+        #[arg(value_parser = tsv_cell)]
+        name: String,
+        /// The experiment's seed (as given).
+        #[arg(value_parser = tsv_cell)]
+        seed: String,
+        /// The run's wall seconds.
+        total_wall_s: u64,
+        /// Print runs.tsv's header line first.
+        #[arg(long)]
+        header: bool,
+    },
+}
+
+/// A non-empty runs.tsv cell: no tab, no line break.
+fn tsv_cell(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains(['\t', '\n', '\r']) {
+        return Err("must be non-empty, without tabs or line breaks".into());
+    }
+    Ok(s.to_string())
 }
 
 /// Runs one `table` command.
@@ -42,7 +83,52 @@ pub fn table_cmd(t: TableCmd) -> ExitCode {
             out,
             min_resubmitted,
         } => restart_goals_cmd(&out, min_resubmitted),
+        TableCmd::Reconnects { out, qemus } => {
+            if !out.is_dir() {
+                return fail(format!("{}: not a directory", out.display()), 2);
+            }
+            match reconnect_table(&out, &qemus) {
+                Ok(t) => {
+                    print!("{t}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e, 1),
+            }
+        }
+        TableCmd::BisectRun {
+            bisect_json,
+            secret,
+            position,
+            name,
+            seed,
+            total_wall_s,
+            header,
+        } => {
+            let facts = RunFacts {
+                name,
+                seed,
+                secret,
+                position,
+                total_wall_s,
+            };
+            bisect_run_cmd(&bisect_json, &facts, header)
+        }
     }
+}
+
+fn bisect_run_cmd(path: &Path, facts: &RunFacts, header: bool) -> ExitCode {
+    if !path.is_file() {
+        return fail(format!("{}: no such file", path.display()), 2);
+    }
+    let o = match read_outcome(path) {
+        Ok(o) => o,
+        Err(e) => return fail(e, 1),
+    };
+    if header {
+        println!("{HEADER}");
+    }
+    println!("{}", summary_line(&o, facts));
+    ExitCode::SUCCESS
 }
 
 fn kernel_lines_cmd(lines: &[String]) -> ExitCode {

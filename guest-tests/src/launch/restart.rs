@@ -129,6 +129,27 @@ pub struct RestartResult {
 /// The prefix of [`RestartResult`]'s line.
 pub const RESULT_PREFIX: &str = "RESTART-RESULT ";
 
+/// What tests/booted_reconnect.rs found for one personality: QEMU killed and started again
+/// `connections` times against one backend (no backend restart). Its line of output,
+/// `RECONNECT-RESULT {json}`, is kept by experiments/reconnect-experiment.sh in
+/// `OUT/reconnect-qemuQ.log` and read back by `guest-tests table reconnects`. The fields are
+/// in the order the line always had (alphabetical).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconnectResult {
+    /// The backend's (open fds, threads) once settled after each disconnect.
+    pub after: Vec<(usize, usize)>,
+    /// The same before the first connection.
+    pub before: (usize, usize),
+    pub connections: usize,
+    pub device: String,
+    /// `qemu -version`'s first line.
+    pub qemu: String,
+    pub suite: String,
+}
+
+/// The prefix of [`ReconnectResult`]'s line.
+pub const RECONNECT_PREFIX: &str = "RECONNECT-RESULT ";
+
 fn process(pid: u32) -> Option<procfs::process::Process> {
     procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
 }

@@ -13,6 +13,7 @@ mod nodes;
 mod plots;
 pub mod pyfmt;
 mod ranking;
+pub mod reconnects;
 pub mod restart_goals;
 mod tables;
 mod verdict;

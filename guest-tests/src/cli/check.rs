@@ -1,0 +1,143 @@
+//! `guest-tests check tree-kernels DIR ...` and `check storm STORM DETECT`: what
+//! ci/tree-kernel-smoke.sh asserts of its runs (results::checks). Exit 0 when every condition
+//! holds, 1 with the first that does not (or a directory or results.json that cannot be read,
+//! named), 2 on bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::results::checks::{check_storm, check_tree_kernels, read_runs, TreeKernels};
+
+use super::fail;
+
+#[derive(Subcommand, Debug)]
+pub enum CheckCmd {
+    /// Two runs of kernels built from a git tree, one with a patch: both ok, both built from
+    /// HEAD with a clean tree, only the patched variant with the patch, different bzImages.
+    TreeKernels {
+        /// The matrix directory (its */results.json).
+        dir: PathBuf,
+        /// The tree's commit.
+        #[arg(long, value_parser = hex_id)]
+        head: String,
+        /// The patch's file name.
+        #[arg(long, value_parser = file_name)]
+        patch: String,
+        /// The patch's sha256.
+        #[arg(long, value_parser = hex_id)]
+        patch_sha256: String,
+        /// The kernel variant built with the patch.
+        #[arg(long)]
+        patched_variant: String,
+    },
+    /// The unfrozen quiesce storm ran long enough with no lost run, and its detector's
+    /// self-test failed that run with evidence.
+    Storm {
+        /// The storm matrix's directory (one run).
+        storm: PathBuf,
+        /// The self-test matrix's directory (one run).
+        detect: PathBuf,
+        /// The least storm cycles.
+        #[arg(long, default_value_t = 10_000)]
+        min_cycles: u64,
+    },
+}
+
+/// A commit id or sha256: 40 or 64 hex digits.
+fn hex_id(s: &str) -> Result<String, String> {
+    if [40, 64].contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(s.to_string())
+    } else {
+        Err("must be 40 or 64 hex digits".into())
+    }
+}
+
+/// A file name: non-empty, no `/`, no whitespace.
+fn file_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains('/') || s.contains(char::is_whitespace) {
+        Err("must be a file name (no /, no white space)".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// Runs one `check` command.
+pub fn check_cmd(c: CheckCmd) -> ExitCode {
+    let r = match c {
+        CheckCmd::TreeKernels {
+            dir,
+            head,
+            patch,
+            patch_sha256,
+            patched_variant,
+        } => {
+            let want = TreeKernels {
+                head,
+                patch,
+                patch_sha256,
+                patched_variant,
+            };
+            read_runs(&dir)
+                .and_then(|runs| check_tree_kernels(&runs, &want, &mut |l| println!("{l}")))
+        }
+        CheckCmd::Storm {
+            storm,
+            detect,
+            min_cycles,
+        } => check_storm(&storm, &detect, min_cycles as f64).map(|l| println!("{l}")),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e, 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Cmd};
+    use clap::Parser;
+
+    #[test]
+    fn arguments_are_checked() {
+        let h = "0123456789abcdef0123456789abcdef01234567";
+        let s = "aa".repeat(32);
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["guest-tests", "check", "tree-kernels", "d"];
+            v.extend_from_slice(extra);
+            Cli::try_parse_from(v)
+        };
+        let good = [
+            "--head",
+            h,
+            "--patch",
+            "seed000.patch",
+            "--patch-sha256",
+            &s,
+            "--patched-variant",
+            "tree+seed000",
+        ];
+        match parse(&good).unwrap().cmd {
+            Cmd::Check(CheckCmd::TreeKernels {
+                head, patch_sha256, ..
+            }) => assert_eq!((head.as_str(), patch_sha256), (h, s.clone())),
+            c => panic!("{c:?}"),
+        }
+        for (i, bad) in [(1, "HEAD"), (3, "a/b.patch"), (5, "abc")] {
+            let mut v = good;
+            v[i] = bad;
+            assert!(parse(&v).is_err(), "{bad}");
+        }
+        assert!(parse(&good[..6]).is_err());
+        let storm = |m: &str| {
+            Cli::try_parse_from(["guest-tests", "check", "storm", "a", "b", "--min-cycles", m])
+        };
+        assert!(storm("-1").is_err());
+        match storm("5").unwrap().cmd {
+            Cmd::Check(CheckCmd::Storm { min_cycles, .. }) => assert_eq!(min_cycles, 5),
+            c => panic!("{c:?}"),
+        }
+    }
+}
