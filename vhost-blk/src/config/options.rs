@@ -156,10 +156,23 @@ impl Options {
         })
     }
 
-    /// Parses a settings file's text; the error is TOML's message, on one line (a key or value
-    /// it quotes may hold a newline: control characters come back escaped).
+    /// Parses a settings file's text. The error is where (line and column, when TOML says) and
+    /// TOML's message, on one line (a key or value it quotes may hold a newline: control
+    /// characters come back escaped), never empty (TOML gives no message for some errors, e.g.
+    /// a key without a value at the end of the file).
     pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| escape_controls(e.message()))
+        toml::from_str(text).map_err(|e| {
+            let msg = escape_controls(e.message().trim());
+            let msg = if msg.is_empty() {
+                "not valid TOML".into()
+            } else {
+                msg
+            };
+            match e.span() {
+                Some(s) => format!("{}: {msg}", line_col(text, s.start)),
+                None => msg,
+            }
+        })
     }
 
     pub(super) fn has_storage(&self) -> bool {
@@ -197,4 +210,17 @@ fn escape_controls(text: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `line L, column C` (1-based; the column in bytes) of byte `offset` of `text`.
+fn line_col(text: &str, offset: usize) -> String {
+    let before = text.as_bytes().get(..offset).unwrap_or(text.as_bytes());
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = before.len()
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1)
+        + 1;
+    format!("line {line}, column {col}")
 }

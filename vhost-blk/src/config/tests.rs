@@ -302,6 +302,13 @@ fn user_text_in_an_error_stays_on_one_line() {
     // A duration likewise, inside TOML's message.
     let e = Options::parse("[completion]\nservice = \"fixed:1x\\ny\"\n").unwrap_err();
     assert!(e.contains("\\n") && !e.contains('\n'), "{e}");
+    // Found by `ci/fuzz.sh long config` (2026-12-05, after 1,105 inputs): a key without a value
+    // at the end of the file gets no message from TOML; the error says where instead.
+    let e = Options::parse("socket_path = \"s\"\nsize = ").unwrap_err();
+    assert!(
+        e.starts_with("line 2, column ") && e.len() > "line 2, column 8: ".len(),
+        "{e}"
+    );
     // TOML's own message quotes a key as given; a quoted key may hold a newline.
     let e = Options::parse("\"a\\nb\" = 1\n").unwrap_err();
     assert!(e.contains("\\n") && !e.contains('\n'), "{e}");
