@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::agent::StreamParser;
 use crate::images::job::{self, JobParams};
-use crate::launch::rerun::RerunInfo;
+use crate::launch::rerun_file::RerunInfo;
 use crate::launch::{self, LaunchError, RunSpec};
 use crate::results::{
     self, HostInfo, Launched, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings,
@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::images::KernelImage;
     use crate::launch::qemu::Accel;
-    use crate::launch::rerun::RerunInfo;
+    use crate::launch::rerun_file::RerunInfo;
     use crate::results::tests::fixture_stream;
     use crate::results::{RunStatus, RESULTS_FILE};
     use crate::suite::{self, Suite};

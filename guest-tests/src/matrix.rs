@@ -19,7 +19,7 @@ mod rerun;
 use crate::images::{self, ImageOptions, KernelImage};
 use crate::launch::accel::{self, AccelChoice};
 use crate::launch::qemu::{self, Accel};
-use crate::launch::rerun::RerunInfo;
+use crate::launch::rerun_file::RerunInfo;
 use crate::launch::settings::BootSettings;
 use crate::launch::{host, RunSpec};
 use crate::metrics::registry;

@@ -4,10 +4,10 @@
 
 pub mod checks;
 mod derive;
+mod judge;
 mod launched;
 mod load;
 mod provenance;
-mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,13 +17,13 @@ use serde::{Deserialize, Serialize};
 use crate::agent::Artifact;
 pub use crate::metrics::{GuestInfo, StepResult};
 
+pub use judge::{expectations, judge, kv};
 pub use launched::Launched;
 pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
     git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
     KernelProvenance, Provenance, QemuProvenance, SchedulerInfo,
 };
-pub use verdict::{expectations, judge, kv};
 
 /// Version of the results.json layout.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use guest_tests::images::{self, ImageOptions, KernelImage};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::rerun::RerunInfo;
+use guest_tests::launch::rerun_file::RerunInfo;
 use guest_tests::launch::settings::BootSettings;
 use guest_tests::launch::RunSpec;
 use guest_tests::matrix::{self, MatrixConfig};

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::launch::rerun::RerunInfo;
+use crate::launch::rerun_file::RerunInfo;
 use crate::launch::RunSpec;
 use crate::matrix::{self, Index, MatrixConfig, MatrixError, Planned};
 use crate::results::SchedulerInfo;

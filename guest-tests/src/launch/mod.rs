@@ -18,7 +18,7 @@ pub mod placement;
 pub mod process;
 pub mod qemu;
 pub mod qemus;
-pub mod rerun;
+pub mod rerun_file;
 pub mod restart;
 pub mod sched;
 pub mod settings;

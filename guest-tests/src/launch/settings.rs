@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::accel::AccelChoice;
 use super::qemu::Accel;
-use super::rerun::RerunInfo;
+use super::rerun_file::RerunInfo;
 use super::sched::HostSched;
 use super::RunSpec;
 use crate::images::KernelImage;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{ensure_kernels, execute, resolve_accel, with_extra_args, MatrixError};
 use crate::images::ImageOptions;
-use crate::launch::rerun::RerunInfo;
+use crate::launch::rerun_file::RerunInfo;
 use crate::launch::RunSpec;
 use crate::results::RunResult;
 use crate::suite::Suite;

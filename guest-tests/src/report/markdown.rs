@@ -90,8 +90,8 @@ pub(super) fn blocks(d: &ReportData) -> Vec<Block> {
     }
     if !d.nodes.is_empty() {
         b.push(Heading(2, "Per-node effects".into()));
-        b.push(Para(super::nodes::NODE_NOTE.into()));
-        let (h, rows) = super::nodes::node_table(&d.nodes);
+        b.push(Para(super::node_section::NODE_NOTE.into()));
+        let (h, rows) = super::node_section::node_table(&d.nodes);
         b.push(Table(h, rows));
     }
     b.extend(provenance(d));
@@ -105,12 +105,12 @@ fn verdict_blocks(d: &ReportData) -> Vec<Block> {
         return vec![];
     };
     let mut b = vec![Heading(2, "Verdict".into())];
-    for para in super::verdict::verdict_text(v, d.sequential.as_ref()).split("\n\n") {
+    for para in super::verdict_words::verdict_text(v, d.sequential.as_ref()).split("\n\n") {
         if !para.trim().is_empty() {
             b.push(Para(para.trim().to_string()));
         }
     }
-    let (h, rows) = super::verdict::verdict_rows(v);
+    let (h, rows) = super::verdict_words::verdict_rows(v);
     b.push(Table(h, rows));
     if let Some(i) = d.plots.iter().position(|p| p.file.starts_with("blocked-")) {
         b.push(Figure(i));

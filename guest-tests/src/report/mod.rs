@@ -9,14 +9,14 @@ mod locksites;
 mod lockwaits;
 mod markdown;
 mod model;
-mod nodes;
+mod node_section;
 mod plots;
 pub mod pyfmt;
 mod ranking;
 pub mod reconnects;
 pub mod restart_goals;
 mod tables;
-mod verdict;
+mod verdict_words;
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +27,9 @@ use crate::results::{load_runs, ResultsError, RunResult};
 pub use locksites::{lock_site_tables, LockSiteTable};
 pub use lockwaits::{lock_wait_tables, LockWaitTable};
 pub use model::{scan_model, ScanModel};
-pub use nodes::{node_metrics, node_rows, node_table, NODE_NOTE};
+pub use node_section::{node_metrics, node_rows, node_table, NODE_NOTE};
 pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
-pub use verdict::{sequential_note, verdict_table, verdict_text, SequentialNote};
+pub use verdict_words::{sequential_note, verdict_table, verdict_text, SequentialNote};
 
 /// What to put in the report.
 #[derive(Debug, Clone, Default)]

@@ -438,7 +438,7 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
     };
     let text = |v: &[crate::results::RunResult]| {
         let c = crate::compare::compare(v, &[]).unwrap();
-        verdict::verdict_text(&crate::compare::verdict::verdict(&c, v).unwrap(), None)
+        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, v).unwrap(), None)
     };
     let stolen = text(&runs([0.0, 0.4, 0.1]));
     assert!(
@@ -465,7 +465,8 @@ fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
         }
     }
     let c = crate::compare::compare(&v, &[]).unwrap();
-    let text = verdict::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    let text =
+        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
     assert!(
         text.starts_with(
             "**The request irq threads wait for queue_lock 70.00 times per 1,000 I/Os on base, \
@@ -495,7 +496,8 @@ fn verdict_on_the_contention_share_gives_the_count_beside_it() {
         }
     }
     let c = crate::compare::compare(&v, &[]).unwrap();
-    let text = verdict::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    let text =
+        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
     assert!(
         text.starts_with(
             "**91.00 % of the request irq threads' lock contentions are on queue_lock on base, \

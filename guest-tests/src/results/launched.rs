@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::verdict::{expectations, judge, kv};
+use super::judge::{expectations, judge, kv};
 use super::{
     BackendProvenance, HostInfo, KernelProvenance, Provenance, QemuProvenance, RunInfo, RunResult,
     RunStatus, Timings,

@@ -10,7 +10,7 @@ use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::qemu::{self, Accel};
 use guest_tests::launch::qemus;
-use guest_tests::launch::rerun::RerunInfo;
+use guest_tests::launch::rerun_file::RerunInfo;
 use guest_tests::launch::RunSpec;
 use guest_tests::suite::Suite;
 
