@@ -9,19 +9,19 @@ use clap::{Parser, Subcommand};
 use crate::batch;
 use crate::images::{self, ImageOptions};
 use crate::matrix::{self, Index, MatrixConfig, MatrixError};
-use crate::results::load_runs;
 use crate::suite::{self, Suite};
 
 mod bisect;
 mod boot;
 mod check;
+mod compare_cmd;
 mod each;
 mod executor;
 mod run;
 mod runs;
 mod table;
 mod within;
-use crate::{compare, report};
+use crate::report;
 pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
 
@@ -44,43 +44,7 @@ pub enum Cmd {
         out: Option<PathBuf>,
     },
     /// Compare the runs (results.json) under one or more directories, kernel by kernel.
-    Compare {
-        #[arg(required = true)]
-        dirs: Vec<PathBuf>,
-        /// Kernel order, first = baseline (default: the first kernel that ran).
-        #[arg(long)]
-        kernels: Option<String>,
-        /// Only this metric's row (exact name); a name no metric has keeps the metrics whose
-        /// name contains it (repeatable).
-        #[arg(long = "metric")]
-        metrics: Vec<String>,
-        /// The whole comparison (and the verdict, if the runs name a primary metric) as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Only the verdict: primary and secondary metric, concurrency, throughput, host.
-        #[arg(long, conflicts_with = "json")]
-        verdict: bool,
-        /// Split the primary metrics (or the --metric ones) by the node each run ran on, with a
-        /// test for a node effect (runs from `--executor slurm` or from several hosts).
-        #[arg(long, conflicts_with_all = ["json", "verdict"])]
-        by_node: bool,
-        /// Judge each directory alone (one matrix each) and print the verdicts' spread: the
-        /// baseline's primary mean across matrices and the range of p (with --json: as JSON).
-        #[arg(long, conflicts_with_all = ["verdict", "by_node"])]
-        each: bool,
-        /// With --each: count the matrices whose primary p is below this.
-        #[arg(long, default_value_t = 1e-4, requires = "each")]
-        threshold: f64,
-        /// Each run's value of the --metric metrics (exact names), then per kernel n, min, max
-        /// and sum over its successful runs (with --json: as JSON).
-        #[arg(long, requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "kernels"])]
-        runs: bool,
-        /// Variance components within and between boots of the --metric metrics (names without
-        /// the step), each measured in these steps of every boot (e.g. rr-a,rr-b,rr-c), per
-        /// kernel (with --json: as JSON).
-        #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
-        within_boot: Option<String>,
-    },
+    Compare(Box<compare_cmd::CompareArgs>),
     /// Write report.md, report.html and plots/ for the runs under a directory.
     Report {
         dir: PathBuf,
@@ -119,90 +83,6 @@ pub enum Cmd {
 fn split_kernels(k: Option<&str>) -> Vec<String> {
     k.map(|k| k.split(',').map(|x| x.trim().to_string()).collect())
         .unwrap_or_default()
-}
-
-/// What `compare` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CompareOutput {
-    Table,
-    Json,
-    Verdict,
-    ByNode,
-}
-
-fn compare_cmd(
-    dirs: &[PathBuf],
-    kernels: Option<&str>,
-    metrics: &[String],
-    output: CompareOutput,
-) -> ExitCode {
-    if let Some(d) = dirs.iter().find(|d| !d.exists()) {
-        return fail(format!("{}: no such file or directory", d.display()), 2);
-    }
-    let loaded = load_runs(dirs);
-    for e in &loaded.unreadable {
-        eprintln!("guest-tests: skipped {e}");
-    }
-    let runs = loaded.runs;
-    if runs.is_empty() {
-        return fail("no results.json under the given directories", 2);
-    }
-    let c = match compare::compare(&runs, &split_kernels(kernels)) {
-        Ok(c) => c,
-        Err(e) => return fail(e, 1),
-    };
-    let verdict = compare::verdict::verdict(&c, &runs);
-    let seq = dirs.first().and_then(|d| report::sequential_note(d));
-    match output {
-        CompareOutput::Table => print!("{}", report::markdown_table(&c, metrics)),
-        CompareOutput::Json => {
-            let mut c = c;
-            if !metrics.is_empty() {
-                let exact = |m: &str| metrics.iter().any(|f| f == m);
-                let any_exact = c.rows.iter().any(|r| exact(&r.metric));
-                c.rows.retain(|r| {
-                    if any_exact {
-                        exact(&r.metric)
-                    } else {
-                        metrics.iter().any(|f| r.metric.contains(f.as_str()))
-                    }
-                });
-            }
-            let nodes = report::node_rows(&runs, &c);
-            let v = serde_json::json!({ "comparison": c, "verdict": verdict, "nodes": nodes });
-            match serde_json::to_string_pretty(&v) {
-                Ok(t) => println!("{t}"),
-                Err(e) => return fail(e, 1),
-            }
-        }
-        CompareOutput::ByNode => {
-            let wanted = if metrics.is_empty() {
-                report::node_metrics(&runs, &c)
-            } else {
-                metrics.to_vec()
-            };
-            let rows = compare::nodes::node_effects(&runs, &c.kernels, &wanted);
-            if rows.is_empty() {
-                return fail("none of the metrics has values in these runs", 2);
-            }
-            println!("{}\n", report::NODE_NOTE);
-            let (h, r) = report::node_table(&rows);
-            print!("{}", report::markdown_rows(&h, &r));
-        }
-        CompareOutput::Verdict => match verdict {
-            Some(v) => {
-                print!("{}", report::verdict_text(&v, seq.as_ref()));
-                print!("{}", report::verdict_table(&v));
-            }
-            None => {
-                return fail(
-                    "these runs name no primary metric (suite key primary_metric)",
-                    2,
-                )
-            }
-        },
-    }
-    ExitCode::SUCCESS
 }
 
 /// After a matrix: the report and the comparison table (when anything succeeded), a summary
@@ -283,35 +163,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             Err(e) => fail(&e, e.exit_code()),
         },
         Cmd::Rerun { results, out } => rerun_cmd(&results, out),
-        Cmd::Compare {
-            dirs,
-            kernels,
-            metrics,
-            json,
-            verdict,
-            by_node,
-            each,
-            threshold,
-            runs,
-            within_boot,
-        } => {
-            if let Some(steps) = within_boot {
-                return within::within_cmd(&dirs, &steps, &metrics, json);
-            }
-            if runs {
-                return runs::runs_cmd(&dirs, &metrics, json);
-            }
-            if each {
-                return each::each_cmd(&dirs, kernels.as_deref(), threshold, json);
-            }
-            let out = match (json, verdict, by_node) {
-                (true, _, _) => CompareOutput::Json,
-                (_, true, _) => CompareOutput::Verdict,
-                (_, _, true) => CompareOutput::ByNode,
-                _ => CompareOutput::Table,
-            };
-            compare_cmd(&dirs, kernels.as_deref(), &metrics, out)
-        }
+        Cmd::Compare(a) => compare_cmd::run(*a),
         Cmd::Report {
             dir,
             kernels,

@@ -1,0 +1,152 @@
+//! `guest-tests compare`: its flags and what each prints (the comparison table, JSON, the
+//! verdict, per-node effects; `--each`, `--runs` and `--within-boot` have their own files).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::{each, fail, print_json, runs, split_kernels, within};
+use crate::results::load_runs;
+use crate::{compare, report};
+
+/// Compare the runs (results.json) under one or more directories, kernel by kernel.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Kernel order, first = baseline (default: the first kernel that ran).
+    #[arg(long)]
+    kernels: Option<String>,
+    /// Only this metric's row (exact name); a name no metric has keeps the metrics whose
+    /// name contains it (repeatable).
+    #[arg(long = "metric")]
+    metrics: Vec<String>,
+    /// The whole comparison (and the verdict, if the runs name a primary metric) as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Only the verdict: primary and secondary metric, concurrency, throughput, host.
+    #[arg(long, conflicts_with = "json")]
+    verdict: bool,
+    /// Split the primary metrics (or the --metric ones) by the node each run ran on, with a
+    /// test for a node effect (runs from `--executor slurm` or from several hosts).
+    #[arg(long, conflicts_with_all = ["json", "verdict"])]
+    by_node: bool,
+    /// Judge each directory alone (one matrix each) and print the verdicts' spread: the
+    /// baseline's primary mean across matrices and the range of p (with --json: as JSON).
+    #[arg(long, conflicts_with_all = ["verdict", "by_node"])]
+    each: bool,
+    /// With --each: count the matrices whose primary p is below this.
+    #[arg(long, default_value_t = 1e-4, requires = "each")]
+    threshold: f64,
+    /// Each run's value of the --metric metrics (exact names), then per kernel n, min, max
+    /// and sum over its successful runs (with --json: as JSON).
+    #[arg(long, requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "kernels"])]
+    runs: bool,
+    /// Variance components within and between boots of the --metric metrics (names without
+    /// the step), each measured in these steps of every boot (e.g. rr-a,rr-b,rr-c), per
+    /// kernel (with --json: as JSON).
+    #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
+    within_boot: Option<String>,
+}
+
+/// `guest-tests compare`: picks the mode its flags ask for.
+pub fn run(a: CompareArgs) -> ExitCode {
+    if let Some(steps) = a.within_boot {
+        return within::within_cmd(&a.dirs, &steps, &a.metrics, a.json);
+    }
+    if a.runs {
+        return runs::runs_cmd(&a.dirs, &a.metrics, a.json);
+    }
+    if a.each {
+        return each::each_cmd(&a.dirs, a.kernels.as_deref(), a.threshold, a.json);
+    }
+    let out = match (a.json, a.verdict, a.by_node) {
+        (true, _, _) => CompareOutput::Json,
+        (_, true, _) => CompareOutput::Verdict,
+        (_, _, true) => CompareOutput::ByNode,
+        _ => CompareOutput::Table,
+    };
+    compare_dirs(&a.dirs, a.kernels.as_deref(), &a.metrics, out)
+}
+
+/// What `compare` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CompareOutput {
+    Table,
+    Json,
+    Verdict,
+    ByNode,
+}
+
+fn compare_dirs(
+    dirs: &[PathBuf],
+    kernels: Option<&str>,
+    metrics: &[String],
+    output: CompareOutput,
+) -> ExitCode {
+    if let Some(d) = dirs.iter().find(|d| !d.exists()) {
+        return fail(format!("{}: no such file or directory", d.display()), 2);
+    }
+    let loaded = load_runs(dirs);
+    for e in &loaded.unreadable {
+        eprintln!("guest-tests: skipped {e}");
+    }
+    let runs = loaded.runs;
+    if runs.is_empty() {
+        return fail("no results.json under the given directories", 2);
+    }
+    let c = match compare::compare(&runs, &split_kernels(kernels)) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 1),
+    };
+    let verdict = compare::verdict::verdict(&c, &runs);
+    let seq = dirs.first().and_then(|d| report::sequential_note(d));
+    match output {
+        CompareOutput::Table => print!("{}", report::markdown_table(&c, metrics)),
+        CompareOutput::Json => {
+            let mut c = c;
+            if !metrics.is_empty() {
+                let exact = |m: &str| metrics.iter().any(|f| f == m);
+                let any_exact = c.rows.iter().any(|r| exact(&r.metric));
+                c.rows.retain(|r| {
+                    if any_exact {
+                        exact(&r.metric)
+                    } else {
+                        metrics.iter().any(|f| r.metric.contains(f.as_str()))
+                    }
+                });
+            }
+            let nodes = report::node_rows(&runs, &c);
+            let v = serde_json::json!({ "comparison": c, "verdict": verdict, "nodes": nodes });
+            return print_json(&v);
+        }
+        CompareOutput::ByNode => {
+            let wanted = if metrics.is_empty() {
+                report::node_metrics(&runs, &c)
+            } else {
+                metrics.to_vec()
+            };
+            let rows = compare::nodes::node_effects(&runs, &c.kernels, &wanted);
+            if rows.is_empty() {
+                return fail("none of the metrics has values in these runs", 2);
+            }
+            println!("{}\n", report::NODE_NOTE);
+            let (h, r) = report::node_table(&rows);
+            print!("{}", report::markdown_rows(&h, &r));
+        }
+        CompareOutput::Verdict => match verdict {
+            Some(v) => {
+                print!("{}", report::verdict_text(&v, seq.as_ref()));
+                print!("{}", report::verdict_table(&v));
+            }
+            None => {
+                return fail(
+                    "these runs name no primary metric (suite key primary_metric)",
+                    2,
+                )
+            }
+        },
+    }
+    ExitCode::SUCCESS
+}
