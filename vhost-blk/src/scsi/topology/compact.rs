@@ -26,8 +26,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{LunConfig, TargetConfig, TopologyConfig, TopologyError};
+use crate::scsi::emulation::MAX_TARGET_ID;
 use crate::storage::StorageSpec;
 use crate::units::{self, Zero};
+
+/// The most LUNs `targets=` x `luns=` may replicate (256 targets of 64 LUNs; found by the
+/// config fuzzer: `targets=4566,luns=2456` built 11 million LUN settings before anything
+/// checked them, and ran out of memory).
+pub const MAX_REPLICATED_LUNS: u32 = 16_384;
 
 fn err(msg: impl Into<String>) -> TopologyError {
     TopologyError::Parse(msg.into())
@@ -196,6 +202,18 @@ impl Shape {
         }
         let ntargets = self.targets.unwrap_or(0);
         let replicated = u32::from(ntargets) * u32::from(self.luns);
+        // Refused before anything is built: the copies are made in memory first.
+        if ntargets > MAX_TARGET_ID + 1 {
+            return Err(err(format!(
+                "targets={ntargets}: at most {} targets (ids 0..={MAX_TARGET_ID})",
+                MAX_TARGET_ID + 1
+            )));
+        }
+        if replicated > MAX_REPLICATED_LUNS {
+            return Err(err(format!(
+                "targets x luns = {replicated} LUNs; at most {MAX_REPLICATED_LUNS}"
+            )));
+        }
         if replicated > 1 && matches!(self.template.storage, StorageSpec::File { .. }) {
             return Err(err(
                 "storage=file:... cannot be shared by several LUNs; use T:L=file:...",
@@ -341,6 +359,26 @@ mod tests {
         }
         assert!(parse_topology("targets=1,storage=file:/tmp/x").is_ok());
         assert!(parse_topology("targets=3,luns=0").is_ok());
+        // Found by `ci/fuzz.sh long config` (2026-12-05, out of memory after 6.7 million
+        // inputs): the replicated LUNs are bounded before any is built.
+        for (bad, want) in [
+            (
+                "targets=4566,luns=2456,storage=null:1M",
+                "at most 256 targets",
+            ),
+            (
+                "targets=256,luns=65,storage=null:1M",
+                "16640 LUNs; at most 16384",
+            ),
+            (
+                "targets=1,luns=20000,storage=null:1M",
+                "20000 LUNs; at most 16384",
+            ),
+        ] {
+            let e = parse_topology(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        assert!(parse_topology("targets=256,luns=64,storage=null:1M").is_ok());
         assert!(parse_topology("targets=3,luns=0,absent_luns=16383,absent_pq=1").is_ok());
         // One configured LUN above 0 leaves one id fewer below the limit.
         assert!(parse_topology("0:5=null:1M,absent_luns=16383").is_err());
