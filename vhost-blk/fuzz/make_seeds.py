@@ -2,7 +2,9 @@
 """Writes the seed corpora of the fuzz targets (corpus/<target>/<name>) in the input layouts
 the targets read (src/lib.rs, fuzz_targets/*.rs). Run from anywhere; it rewrites the seeds.
 Files named finding-* are not written here: each is an input that found a bug, committed as the
-fuzzer found it (its unit test names it), so that every run starts from it."""
+fuzzer found it (its unit test names it), so that every run starts from it. Files named by a
+sha1 are inputs of `ci/fuzz.sh long` runs that added coverage, merged in with libFuzzer's
+`-merge=1`."""
 import os
 import struct
 
