@@ -9,13 +9,15 @@ set -euo pipefail
 src=$1 dest=$2 title=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$dest"
-(cd "$src" && find . -name results.json -o -name index.json | grep -v '\.attempt[0-9]*/' ) |
-while read -r f; do
-    mkdir -p "$dest/$(dirname "$f")"
-    python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))
-open(sys.argv[2], "w").write(json.dumps(v, separators=(",", ":"), ensure_ascii=False) + "\n")' \
-        "$src/$f" "$dest/$f"
-done
+# One Python for all files (not one per file): each path relative to $src, copied compact.
+(cd "$src" && find . -name results.json -o -name index.json | grep -v '\.attempt[0-9]*/') |
+    python3 -c 'import json, os, sys
+src, dest = sys.argv[1:]
+for f in sys.stdin.read().splitlines():
+    os.makedirs(os.path.join(dest, os.path.dirname(f)), exist_ok=True)
+    v = json.load(open(os.path.join(src, f)))
+    open(os.path.join(dest, f), "w").write(json.dumps(v, separators=(",", ":"), ensure_ascii=False) + "\n")' \
+        "$src" "$dest"
 gt=$root/target/release/guest-tests
 [ -x "$gt" ] || gt="cargo run -q --release -p guest-tests --"
 if [ -n "$title" ]; then $gt report "$dest" --title "$title"; else $gt report "$dest"; fi
