@@ -547,6 +547,12 @@ fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<
         .env("CCACHE_DIR", &ccache_dir)
         .env("CCACHE_BASEDIR", &ctx.cache)
         .env("CCACHE_MAXSIZE", "10G")
+        // Depend mode: on a miss ccache runs gcc once and takes the headers from Kbuild's own
+        // `-Wp,-MMD` file, instead of running the preprocessor first to hash its output (the
+        // default), which made a miss cost a second preprocessing pass: a rebuild after a
+        // patch to blkdev.h (92 files) took 29-32 s that way, 22-23 s in depend mode and 21 s
+        // without ccache (docs/results/kernel-lines). The objects are gcc's either way.
+        .env("CCACHE_DEPEND", "1")
         .env("LC_ALL", "C")
         .env("TZ", "UTC")
         .env("SOURCE_DATE_EPOCH", epoch.to_string())
