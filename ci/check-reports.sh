@@ -109,6 +109,10 @@ ab run1 4
 ab run2 4
 ab run3 6 "scsi10-bench null-bench mem-bench"
 ab run4 10
+for v in default lto align cgu1; do ab "run5/$v" 8 "scsi10-bench null-bench"; done
+ab run6 10
+ab run7 12 "memw-bench null-blkio scsi10-bench null-bench"
+ab run8 20 "memw-bench scsi10-bench"
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29

@@ -7,10 +7,16 @@
 //!    pair). Without any pair C's row is `-` and 0 rounds.
 //! 3. A and B: the medians of the pairs' figures; `B/A of medians`; the paired ratios B / A,
 //!    their geometric mean (exp of the mean of the natural logs) and min..max.
-//! 4. IOPS: per side the median of the runs' total IOPS other than zero, over every round
+//! 4. The 95 % confidence interval of that geometric mean: Student's t on the natural logs of
+//!    the paired ratios (n - 1 degrees of freedom), back through exp; `-` with fewer than two
+//!    pairs. It says what a run of this many rounds can tell apart: an interval wider than the
+//!    difference being asked about leaves the question open.
+//! 5. IOPS: per side the median of the runs' total IOPS other than zero, over every round
 //!    (not only the pairs); `nan` when there is none.
 
 use std::path::{Path, PathBuf};
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::pyfmt::{fixed, grouped, median};
 use super::{load, Names, TableError};
@@ -34,7 +40,8 @@ pub(crate) struct AbArgs {
 }
 
 const HEAD: &str = "| configuration | A ops/backend-CPU-s (median) | B (median) | B/A of medians \
-    | paired B/A (geo. mean, min..max) | A IOPS | B IOPS | rounds |\n|---|---|---|---|---|---|---|---|";
+    | paired B/A (geo. mean, min..max) | 95 % CI of the paired geo. mean | A IOPS | B IOPS | rounds \
+    |\n|---|---|---|---|---|---|---|---|---|";
 
 /// A figure other than zero (the script's truth test).
 fn nonzero(x: Option<f64>) -> Option<f64> {
@@ -59,7 +66,23 @@ pub(crate) fn table(a: &AbArgs) -> Result<String, TableError> {
     Ok(out.join("\n") + "\n")
 }
 
-/// Configuration `c`'s row from its A and B runs (rules 2-4).
+/// Rule 4: the 95 % t interval of the geometric mean of `ratios`, as `lo..hi`.
+fn geo_mean_ci(ratios: &[f64]) -> Option<(f64, f64)> {
+    let n = ratios.len();
+    if n < 2 {
+        return None;
+    }
+    let logs: Vec<f64> = ratios.iter().map(|q| q.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
+        .ok()?
+        .inverse_cdf(0.975);
+    let half = t * (var / n as f64).sqrt();
+    Some(((mean - half).exp(), (mean + half).exp()))
+}
+
+/// Configuration `c`'s row from its A and B runs (rules 2-5).
 fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String {
     let eff = |j: &Option<Report>| nonzero(j.as_ref().and_then(|j| j.ops_per_backend_cpu_second));
     let pairs: Vec<(f64, f64)> = runs_a
@@ -71,7 +94,7 @@ fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String 
         median(pairs.iter().map(|p| Some(p.0))),
         median(pairs.iter().map(|p| Some(p.1))),
     ) else {
-        return format!("| {c} | - | - | - | - | - | - | 0 |");
+        return format!("| {c} | - | - | - | - | - | - | - | 0 |");
     };
     let ratios: Vec<f64> = pairs.iter().map(|(x, y)| y / x).collect();
     let geo = (ratios.iter().map(|q| q.ln()).sum::<f64>() / ratios.len() as f64).exp();
@@ -81,8 +104,12 @@ fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String 
         let m = median(runs.iter().flatten().map(|j| nonzero(Some(j.total.iops))));
         grouped(m.unwrap_or(f64::NAN))
     };
+    let ci = geo_mean_ci(&ratios).map_or_else(
+        || "-".to_string(),
+        |(lo, hi)| format!("{}..{}", fixed(lo, 3), fixed(hi, 3)),
+    );
     format!(
-        "| {c} | {} | {} | {} | {} ({}..{}) | {} | {} | {} |",
+        "| {c} | {} | {} | {} | {} ({}..{}) | {ci} | {} | {} | {} |",
         grouped(ma),
         grouped(mb),
         fixed(mb / ma, 3),

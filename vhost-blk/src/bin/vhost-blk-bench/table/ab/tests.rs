@@ -46,20 +46,23 @@ fn a_table_from_a_small_run() {
     let text = table(&args(&[d, "--rounds", "5", "--configs", "cfg lonely none"])).unwrap();
     // The figures as Python computed them from the same numbers (the script's former code):
     // pairs (100, 110) and (400, 300); medians 250 and 205; ratios 1.1 and 0.75, geometric
-    // mean sqrt(0.825); IOPS medians of 1500.5 2500 1234567 and of 1000 2000 3500 4000.
+    // mean sqrt(0.825), its 95 % t interval (1 degree of freedom, t = 12.706) 0.080..10.350;
+    // IOPS medians of 1500.5 2500 1234567 and of 1000 2000 3500 4000.
     assert_eq!(
         text,
         format!(
             "{HEAD}\n\
-             | cfg | 250 | 205 | 0.820 | 0.908 (0.750..1.100) | 2,500 | 2,750 | 2 |\n\
-             | lonely | - | - | - | - | - | - | 0 |\n\
-             | none | - | - | - | - | - | - | 0 |\n"
+             | cfg | 250 | 205 | 0.820 | 0.908 (0.750..1.100) | 0.080..10.350 | 2,500 | 2,750 | 2 |\n\
+             | lonely | - | - | - | - | - | - | - | 0 |\n\
+             | none | - | - | - | - | - | - | - | 0 |\n"
         )
     );
-    // Only the rounds asked for are read: with 1 round, one pair.
+    // Only the rounds asked for are read: with 1 round, one pair (no interval).
     let one = table(&args(&[d, "--rounds", "1", "--configs", "cfg"])).unwrap();
     assert!(
-        one.ends_with("| cfg | 100 | 110 | 1.100 | 1.100 (1.100..1.100) | 1,500 | 1,000 | 1 |\n"),
+        one.ends_with(
+            "| cfg | 100 | 110 | 1.100 | 1.100 (1.100..1.100) | - | 1,500 | 1,000 | 1 |\n"
+        ),
         "{one}"
     );
 }
