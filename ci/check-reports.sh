@@ -113,6 +113,7 @@ for v in default lto align cgu1; do ab "run5/$v" 8 "scsi10-bench null-bench"; do
 ab run6 10
 ab run7 12 "memw-bench null-blkio scsi10-bench null-bench"
 ab run8 20 "memw-bench scsi10-bench"
+ab run9 10 "scsi10-bench null-bench memw-bench"
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29
