@@ -237,17 +237,20 @@ fn blocked_text(
         fmt_num(d.other.median),
         fmt_num(d.other.min),
         fmt_num(d.other.max),
-        ge4.map_or(String::new(), |g| format!(
-            "; >= 4 at once {} % vs {} % of the time",
-            fmt_num(g.base.mean),
-            fmt_num(g.other.mean)
-        )),
-        q.map_or(String::new(), |q| format!(
-            "; waiting on the queue_lock at once: peak median {} vs {}",
-            fmt_num(q.base.median),
-            fmt_num(q.other.median)
-        )),
+        ge4.map_or(String::new(), |g| {
+            let [x, y] = both(g, |f| f.mean);
+            format!("; >= 4 at once {x} % vs {y} % of the time")
+        }),
+        q.map_or(String::new(), |q| {
+            let [x, y] = both(q, |f| f.median);
+            format!("; waiting on the queue_lock at once: peak median {x} vs {y}")
+        }),
     )
+}
+
+/// `stat` of the row's two kernels, formatted: `[base, other]`.
+fn both(r: &VerdictRow, stat: fn(&KernelFigure) -> f64) -> [String; 2] {
+    [fmt_num(stat(&r.base)), fmt_num(stat(&r.other))]
 }
 
 /// The host's side: the vCPUs' CPU time per second (`c`), unrelated host load, hypervisor steal
@@ -263,18 +266,14 @@ fn host_cpu_text(v: &Verdict, c: &VerdictRow) -> String {
         "Host: the guest's vCPUs got {} ({b}) and {} ({o}) CPU-seconds per second during the step{}{}; {}.\n\n",
         fmt_num(c.base.mean),
         fmt_num(c.other.mean),
-        other_load.map_or(String::new(), |l| format!(
-            ", unrelated host load {} / {} CPU-s/s",
-            fmt_num(l.base.mean),
-            fmt_num(l.other.mean)
-        )),
-        steal.map_or(String::new(), |l| format!(
-            ", CPU stolen by the hypervisor below the host {} / {} CPU-s/s (max {} / {})",
-            fmt_num(l.base.mean),
-            fmt_num(l.other.mean),
-            fmt_num(l.base.max),
-            fmt_num(l.other.max)
-        )),
+        other_load.map_or(String::new(), |l| {
+            let [x, y] = both(l, |f| f.mean);
+            format!(", unrelated host load {x} / {y} CPU-s/s")
+        }),
+        steal.map_or(String::new(), |l| {
+            let ([x, y], [mx, my]) = (both(l, |f| f.mean), both(l, |f| f.max));
+            format!(", CPU stolen by the hypervisor below the host {x} / {y} CPU-s/s (max {mx} / {my})")
+        }),
         if v.starved.is_empty() {
             "no run was starved".to_string()
         } else {
