@@ -114,6 +114,7 @@ ab run6 10
 ab run7 12 "memw-bench null-blkio scsi10-bench null-bench"
 ab run8 20 "memw-bench scsi10-bench"
 ab run9 10 "scsi10-bench null-bench memw-bench"
+for r in a b; do ab "run10-busy-$r" 8 "scsi10-bench null-bench"; done
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29

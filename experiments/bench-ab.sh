@@ -7,7 +7,9 @@
 # OLD_DIR and NEW_DIR hold a release `vhost-blk` (and NEW_DIR the `vhost-blk-bench` used as
 # the client). Build an old one from a commit with e.g.
 #   git archive COMMIT | tar -x -C /tmp/old && (cd /tmp/old && cargo build --release -p vhost-blk --bins)
-# env: ROUNDS (6), DURATION (3s), QUEUES (8), QD (16), THREADS (2), CONFIGS (all below).
+# env: ROUNDS (6), DURATION (3s), QUEUES (8), QD (16), THREADS (2), CONFIGS (all below),
+#      HOG (0; 1 keeps one host core busy with a plain CPU loop pinned to the last CPU, for
+#      the whole run, as experiments/exp-verdict.sh's busy cells do).
 # Configurations (4k random reads unless named otherwise):
 #   null-bench / null-blkio    --null 1G (zero fill into guest memory), our client / libblkio
 #   mem-bench / mem-blkio      --mem 1G (preadv from a memfd straight into guest memory)
@@ -33,7 +35,12 @@ rm -f "$OUT"/*.json "$OUT/failures.txt"
 WORK=$(mktemp -d)
 # shellcheck source=experiments/backend-lib.sh
 . "$ROOT/experiments/backend-lib.sh"
-trap 'stop_backends; rm -rf "$WORK"' EXIT
+HOG_PID=
+trap 'stop_backends; rm -rf "$WORK"; [ -z "$HOG_PID" ] || kill "$HOG_PID"' EXIT
+if [ "${HOG:-0}" = 1 ]; then
+    taskset -c "$(($(nproc) - 1))" sh -c 'while :; do :; done' &
+    HOG_PID=$!
+fi
 
 backend_args() { # CONFIG
     case $1 in
