@@ -10,6 +10,8 @@
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 
 pub mod components;
+pub mod judgement;
+pub mod power;
 pub mod nodes;
 pub mod runs;
 pub mod sequential;

@@ -31,6 +31,8 @@ pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
         pair: spec.pair,
         primary_metric: spec.suite.spec.primary_metric.clone(),
         secondary_metric: spec.suite.spec.secondary_metric.clone(),
+        judgement: spec.suite.spec.judgement.clone(),
+        ordering: spec.ordering.clone(),
     }
 }
 
@@ -124,9 +126,14 @@ fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
     launch::prepare(spec)?;
     // initrd = base initramfs + job archive.
     let initrd = launch::initrd_path(dir);
+    let offsets = spec
+        .kernel
+        .bzimage
+        .with_file_name(crate::images::kernel::offsets::FILE);
     let archive = job::archive(&JobParams {
         run_id: &spec.run_id,
         suite: &spec.suite,
+        lock_offsets: std::fs::read_to_string(offsets).ok(),
     });
     job::write_initrd(&spec.kernel.initramfs, &archive, &initrd).map_err(io(&initrd))?;
     let initrd_sha = results::sha256_file(&initrd).map_err(io(&initrd))?;
@@ -231,6 +238,7 @@ mod tests {
             pin_vcpus: false,
             host_sched: Default::default(),
             pin_slot: None,
+            ordering: None,
         };
         let rerun = RerunInfo {
             kernel: "fake".into(),
@@ -249,6 +257,7 @@ mod tests {
             pin_vcpus: false,
             host_sched: Default::default(),
             pin_slot: None,
+            
         };
         (spec, rerun)
     }

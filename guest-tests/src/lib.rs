@@ -33,6 +33,7 @@ pub mod images;
 pub mod launch;
 pub mod matrix;
 pub mod metrics;
+pub mod ordering;
 pub mod paths;
 pub mod report;
 pub mod results;

@@ -197,6 +197,8 @@ pub struct Prepared {
     pub kernels: Vec<KernelImage>,
     pub accel: Accel,
     pub suite: Suite,
+    /// Each kernel's memory-model check (None: the suite has no `[judgement]`), in kernel order.
+    pub ordering: Vec<Option<crate::ordering::OrderingRecord>>,
 }
 
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
@@ -205,21 +207,33 @@ pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let accel = resolve_accel(cfg.boot.accel, &cfg.boot.qemu_bin, &kernels[0])?;
     let mut suite = cfg.boot.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
+    let ordering = if suite.spec.judgement.is_some() {
+        cfg.kernel_specs
+            .iter()
+            .map(|k| Some(crate::ordering::record_for(k, &cfg.images)))
+            .collect()
+    } else {
+        vec![None; kernels.len()]
+    };
     Ok(Prepared {
         kernels,
         accel,
         suite,
+        ordering,
     })
 }
 
 /// The run spec of one planned run: the same for every executor.
 pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunSpec, MatrixError> {
-    let kernel = prep
+    let i = cfg
         .kernels
         .iter()
-        .zip(&cfg.kernels)
-        .find(|(_, n)| **n == p.kernel)
-        .map(|(k, _)| k.clone())
+        .position(|n| *n == p.kernel)
+        .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
+    let kernel = prep
+        .kernels
+        .get(i)
+        .cloned()
         .ok_or_else(|| MatrixError::Input(format!("kernel {} vanished", p.kernel)))?;
     let run_id = format!("{}-{}", cfg.boot.suite.name, p.dir);
     let base = cfg
@@ -230,6 +244,7 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
         variant: p.variant.clone(),
         pair: (cfg.design == Design::Paired).then_some(p.repeat),
         pin_slot: pair_slot(cfg, p),
+        ordering: prep.ordering.get(i).cloned().flatten(),
         ..base
     })
 }

@@ -71,7 +71,15 @@ pub struct RunInfo {
     pub primary_metric: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secondary_metric: Option<String>,
+    /// The suite's `[judgement]`, kept for the same reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<crate::suite::JudgementSpec>,
+    /// The kernel's memory-model check, made on the host when the run was planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<OrderingRecord>,
 }
+
+pub use crate::ordering::OrderingRecord;
 
 /// A point on a sweep axis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

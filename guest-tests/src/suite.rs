@@ -196,6 +196,8 @@ pub struct SuiteSpec {
     pub primary_metric: Option<String>,
     /// A second metric the verdict reports beside the primary one.
     pub secondary_metric: Option<String>,
+    /// How the verdict judges each kernel against the baseline (`suite::judgement`).
+    pub judgement: Option<JudgementSpec>,
     #[serde(default)]
     pub func_count: Vec<String>,
     #[serde(default)]
@@ -399,6 +401,9 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
             return Err(format!("min_qemu {v:?} is not MAJOR.MINOR (e.g. \"8.2\")"));
         }
     }
+    if let Some(j) = &s.judgement {
+        j.validate()?;
+    }
     validate_commands(s)?;
     validate_guest(s)?;
     validate_variants(s)
@@ -522,6 +527,8 @@ fn validate_step(step: &str) -> Result<(), String> {
 }
 
 mod cells;
+mod judgement;
+pub use judgement::JudgementSpec;
 pub use cells::Grid;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `guest-tests check tree-kernels DIR ...` and `check storm STORM DETECT`: what
-//! ci/tree-kernel-smoke.sh asserts of its runs (results::checks). Exit 0 when every condition
+//! ci/tree-kernel-smoke.sh asserts of its runs (results::checks); `check judgement DIR --expect
+//! KERNEL=J`: what the verdict's controls must get (ci/test.sh, experiments/exp-verdict-controls.sh). Exit 0 when every condition
 //! holds, 1 with the first that does not (or a directory or results.json that cannot be read,
 //! named), 2 on bad arguments.
 
@@ -43,6 +44,62 @@ pub enum CheckCmd {
         #[arg(long, default_value_t = 10_000)]
         min_cycles: u64,
     },
+    /// Each kernel of a run got one of the judgements expected of it (compare::judgement):
+    /// prints every kernel's judgement, fails on the first that is not as expected.
+    Judgement {
+        /// The matrix directory (its runs carry a `[judgement]`).
+        dir: PathBuf,
+        /// Kernel order, first = baseline (default: the first kernel that ran).
+        #[arg(long)]
+        kernels: Option<String>,
+        /// KERNEL=J[/J...]: what KERNEL must get (improved, unchanged, worse, unsafe,
+        /// undecided); repeatable.
+        #[arg(long = "expect", value_parser = expectation, required = true)]
+        expect: Vec<(String, Vec<String>)>,
+    },
+}
+
+/// `KERNEL=J[/J...]` with each J a judgement's name.
+fn expectation(s: &str) -> Result<(String, Vec<String>), String> {
+    let (k, js) = s.split_once('=').ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...]")?;
+    let names = ["improved", "unchanged", "worse", "unsafe", "undecided"];
+    let js: Vec<String> = js.split('/').map(str::to_string).collect();
+    if k.is_empty() || js.iter().any(|j| !names.contains(&j.as_str())) {
+        return Err(format!("must be KERNEL=J[/J...] with J one of {}", names.join(", ")));
+    }
+    Ok((k.to_string(), js))
+}
+
+/// `check judgement`.
+fn check_judgement(
+    dir: &std::path::Path,
+    kernels: Option<&str>,
+    expect: &[(String, Vec<String>)],
+) -> Result<(), String> {
+    let runs = read_runs(dir)?;
+    let c = crate::compare::compare(&runs, &super::split_kernels(kernels))
+        .map_err(|e| e.to_string())?;
+    let js = crate::compare::judgement::judge_all(&c, &runs);
+    if js.is_empty() {
+        return Err(format!("{}: the runs carry no [judgement]", dir.display()));
+    }
+    print!("{}", crate::report::judgement_lines(&js));
+    for (k, want) in expect {
+        let got = js
+            .iter()
+            .find(|j| &j.kernel == k)
+            .ok_or_else(|| format!("{k}: not judged in {}", dir.display()))?;
+        if !want.iter().any(|w| w == got.judgement.as_str()) {
+            return Err(format!(
+                "{k}: {} ({}), expected {}",
+                got.judgement.as_str(),
+                got.decided_by,
+                want.join(" or ")
+            ));
+        }
+    }
+    println!("as expected: {}", expect.iter().map(|(k, w)| format!("{k} {}", w.join("/"))).collect::<Vec<_>>().join(", "));
+    Ok(())
 }
 
 /// A commit id or sha256: 40 or 64 hex digits.
@@ -87,6 +144,11 @@ pub fn check_cmd(c: CheckCmd) -> ExitCode {
             detect,
             min_cycles,
         } => check_storm(&storm, &detect, min_cycles as f64).map(|l| println!("{l}")),
+        CheckCmd::Judgement {
+            dir,
+            kernels,
+            expect,
+        } => check_judgement(&dir, kernels.as_deref(), &expect),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,6 +48,14 @@ pub struct CompareArgs {
     /// kernel (with --json: as JSON).
     #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
     within_boot: Option<String>,
+    /// Boots per kernel the runs' `[judgement]` would need (compare::power): to decide the
+    /// mechanism and each effect, to exclude 1 from the 95 % interval, and for an interval of
+    /// +- --width (with --json: as JSON).
+    #[arg(long, conflicts_with_all = ["verdict", "by_node", "each", "runs", "within_boot"])]
+    power: bool,
+    /// With --power: the interval half-width asked, as a ratio (0.05: +-5 %).
+    #[arg(long, default_value_t = 0.05, requires = "power")]
+    width: f64,
 }
 
 /// `guest-tests compare`: picks the mode its flags ask for.
@@ -60,6 +68,9 @@ pub fn run(a: CompareArgs) -> ExitCode {
     }
     if a.each {
         return each::each_cmd(&a.dirs, a.kernels.as_deref(), a.threshold, a.json);
+    }
+    if a.power {
+        return power_cmd(&a.dirs, a.kernels.as_deref(), a.width, a.json);
     }
     let out = match (a.json, a.verdict, a.by_node) {
         (true, _, _) => CompareOutput::Json,
@@ -100,7 +111,10 @@ fn compare_dirs(
         Ok(c) => c,
         Err(e) => return fail(e, 1),
     };
-    let verdict = compare::verdict::verdict(&c, &runs);
+    let mut verdict = compare::verdict::verdict(&c, &runs);
+    if let Some(v) = verdict.as_mut() {
+        report::fill_reasons(v);
+    }
     let seq = dirs.first().and_then(|d| report::sequential_note(d));
     match output {
         CompareOutput::Table => print!("{}", report::markdown_table(&c, metrics)),
@@ -148,5 +162,56 @@ fn compare_dirs(
             }
         },
     }
+    ExitCode::SUCCESS
+}
+
+/// `compare --power`.
+fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) -> ExitCode {
+    if !(width > 0.0 && width < 1.0) {
+        return fail(format!("--width {width} is not in (0, 1)"), 2);
+    }
+    if let Some(d) = dirs.iter().find(|d| !d.exists()) {
+        return fail(format!("{}: no such file or directory", d.display()), 2);
+    }
+    let runs = load_runs(dirs).runs;
+    let c = match compare::compare(&runs, &split_kernels(kernels)) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 1),
+    };
+    let rows = compare::power::power_rows(&c, &runs, width);
+    if rows.is_empty() {
+        return fail("these runs carry no [judgement] with values for two kernels", 2);
+    }
+    if json {
+        return print_json(&rows);
+    }
+    let n = |v: Option<usize>| v.map_or(format!("> {}", compare::power::MAX_N), |n| n.to_string());
+    let header: Vec<String> = [
+        "metric", "kernel", "boots now", "ratio", "sd(log) base / kernel",
+        "n to decide", "n to exclude 1", &format!("n for +-{:.0} %", width * 100.0),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                format!("`{}` ({})", r.metric, r.role),
+                r.kernel.clone(),
+                format!("{}+{}", r.n_now.0, r.n_now.1),
+                report::fmt_num(r.ratio),
+                format!("{:.3} / {:.3}", r.sd_log_base, r.sd_log_other),
+                n(r.n_decide),
+                n(r.n_exclude_one),
+                n(r.n_width),
+            ]
+        })
+        .collect();
+    println!(
+        "Boots per kernel for {:.0} % power (Welch on logs; mechanism: the interval below its floor; effects: p < 0.05 / their number):\n",
+        compare::power::POWER * 100.0
+    );
+    print!("{}", report::markdown_rows(&header, &body));
     ExitCode::SUCCESS
 }

@@ -222,10 +222,15 @@ fn check_kernels(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
 
 /// The suite's primary and secondary metrics, when named, are metrics the registry knows.
 fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
-    for (what, m) in [
-        ("primary_metric", &suite.spec.primary_metric),
-        ("secondary_metric", &suite.spec.secondary_metric),
-    ] {
+    let judged = suite.spec.judgement.iter().flat_map(|j| j.metrics());
+    let named = [
+        ("primary_metric", suite.spec.primary_metric.as_ref()),
+        ("secondary_metric", suite.spec.secondary_metric.as_ref()),
+    ];
+    for (what, m) in named
+        .into_iter()
+        .chain(judged.map(|m| ("[judgement] metric", Some(m))))
+    {
         if let Some(m) = m {
             if crate::metrics::registry::find(m).is_none() {
                 return Err(format!(

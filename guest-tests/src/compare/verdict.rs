@@ -20,9 +20,14 @@
 //! 5. No verdict for the cells of a grid sweep taken together (runs with a sweep series from
 //!    more than one cell): one verdict would mix the cells' rows and pool their placements.
 //!    Each cell is judged alone (`compare DIR/CELL --verdict`, `compare --each`).
+//! 6. When the runs carry a `[judgement]`, every kernel after the baseline is judged
+//!    (compare::judgement) and the verdict holds the judgements; `judgement` and `reasons` are
+//!    those of `other`, the second kernel. A suite with a judgement and no primary metric still
+//!    gets a verdict (with no rows).
 
 use serde::{Deserialize, Serialize};
 
+use super::judgement::{self, Judgement, KernelJudgement};
 use super::{Comparison, Diff, MetricRow};
 use crate::metrics::{LockFigure, StepFigure};
 use crate::results::RunResult;
@@ -112,6 +117,17 @@ pub struct Verdict {
     /// Rule 4; absent for runs that did not record their placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faithfulness: Option<Faithfulness>,
+    /// Rule 6: the judgement of `other` and its reasons (the report writes the reasons), and
+    /// every kernel's after the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<Judgement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judgements: Vec<KernelJudgement>,
+    /// The `[judgement]` the runs carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judgement_spec: Option<crate::suite::JudgementSpec>,
 }
 
 impl Verdict {
@@ -166,7 +182,12 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
         return None;
     }
     let other = c.kernels.get(1)?.clone();
-    let primary = runs.iter().find_map(|r| r.info.primary_metric.clone())?;
+    let spec = judgement::spec_of(runs).cloned();
+    let primary = runs.iter().find_map(|r| r.info.primary_metric.clone());
+    if primary.is_none() && spec.is_none() {
+        return None;
+    }
+    let primary = primary.unwrap_or_default();
     let secondary = runs.iter().find_map(|r| r.info.secondary_metric.clone());
     let step = primary.split('.').next().unwrap_or("").to_string();
     let mut rows = Vec::new();
@@ -213,9 +234,14 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     let paired = rows
         .first()
         .is_some_and(|r| r.paired_p.is_some() || r.paired_diff.is_some());
+    let judgements = judgement::judge_all(c, runs);
     Some(Verdict {
         faithfulness: faithfulness(c, runs, &step),
         base: c.baseline().to_string(),
+        judgement: judgements.first().map(|k| k.judgement),
+        judgements,
+        judgement_spec: spec,
+        reasons: Vec::new(),
         other,
         paired,
         rows,

@@ -12,6 +12,8 @@ use crate::suite::Suite;
 pub struct JobParams<'a> {
     pub run_id: &'a str,
     pub suite: &'a Suite,
+    /// The kernel's lock offsets (`images::kernel::offsets`), put at `job/lock-offsets`.
+    pub lock_offsets: Option<String>,
 }
 
 /// Quotes `v` for a POSIX shell (single quotes; `'` becomes `'\''`).
@@ -75,6 +77,9 @@ pub fn archive(p: &JobParams) -> Archive {
     for (name, data) in &p.suite.fio_files {
         a.add_file(&format!("job/{name}"), 0o644, data.clone());
     }
+    if let Some(o) = &p.lock_offsets {
+        a.add_file("job/lock-offsets", 0o644, o.clone().into_bytes());
+    }
     a
 }
 
@@ -136,6 +141,7 @@ expect_hctx = 8
         let env = job_env(&JobParams {
             run_id: "r 1'x",
             suite: &s,
+            lock_offsets: None,
         });
         let f = d.path().join("job.env");
         std::fs::write(&f, &env).unwrap();
@@ -162,6 +168,7 @@ expect_hctx = 8
         let a = archive(&JobParams {
             run_id: "x",
             suite: &s,
+            lock_offsets: None,
         });
         let out = d.path().join("initrd");
         let n = write_initrd(&base, &a, &out).unwrap();

@@ -264,6 +264,7 @@ pub fn ensure(
     std::fs::copy(&image, dest.join("bzImage")).map_err(|e| ImageError::io(&dest, e))?;
     std::fs::copy(build.join(".config"), dest.join("config"))
         .map_err(|e| ImageError::io(&dest, e))?;
+    offsets::write(&build, &dest.join(offsets::FILE));
     let rec = BuildRecord {
         variant: v.name.clone(),
         release: release.clone(),
@@ -581,5 +582,6 @@ fn make(ctx: &Ctx, work: &Path, epoch: i64, key: &str, variant: &str) -> Result<
     Ok(())
 }
 
+pub mod offsets;
 #[cfg(test)]
 mod tests;

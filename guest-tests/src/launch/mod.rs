@@ -84,6 +84,9 @@ pub struct RunSpec {
     /// Real-time host scheduling of QEMU and the backend (`sched`, rule 2).
     #[serde(default)]
     pub host_sched: sched::HostSched,
+    /// The kernel's memory-model check, made when the run was planned (results.json keeps it).
+    #[serde(default)]
+    pub ordering: Option<crate::ordering::OrderingRecord>,
 }
 
 /// What the host saw of a run that reached QEMU (nothing here is parsed from the guest).

@@ -69,6 +69,7 @@ impl BootSettings {
             pin_vcpus: self.pin_vcpus,
             pin_slot: None,
             host_sched: self.host_sched,
+            ordering: None,
         }
     }
 

@@ -63,6 +63,7 @@ pub fn rerun(
         pin_vcpus: r.pin_vcpus,
         host_sched: r.host_sched,
         pin_slot: r.pin_slot,
+        ordering: old.info.ordering.clone(),
     };
     Ok(execute(&spec, r))
 }

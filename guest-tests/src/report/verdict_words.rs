@@ -56,7 +56,7 @@ fn mbps(kib: f64) -> f64 {
 
 /// The verdict as Markdown paragraphs.
 pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
-    let mut out = String::new();
+    let mut out = super::judgement_words::judgement_text(v);
     let (b, o) = (&v.base, &v.other);
     if let Some(p) = v.row("primary") {
         out.push_str(&primary_text(v, p));
@@ -209,8 +209,10 @@ fn share_text(v: &Verdict, p: &VerdictRow, n: &str, word: &str) -> String {
         });
     format!(
         "**{} % of the request irq threads' lock contentions are on queue_lock on {b}, {} % on \
-         {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}. Host preemption slows every lock alike \
-         and cancels out of this share; the kernel's own queue_lock traffic sets it.{count}\n\n",
+         {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}. A contention counts as queue_lock's \
+         when blk_mq_run_hw_queue took the lock, so any patch that takes it out of that function \
+         reads 0 here by construction: the share shows that a patch applied, not that it \
+         helps.{count}\n\n",
         fmt_num(p.base.mean),
         fmt_num(p.other.mean),
         p.metric,

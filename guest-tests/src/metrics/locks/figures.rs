@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{by_site, concurrency, peak_per_bin, Concurrency, LockWaits, SiteWait, Wait};
+use super::{
+    by_lock, by_site, concurrency, peak_per_bin, Concurrency, LockWaits, SiteWait, Wait, QUEUE_LOCK,
+};
 use crate::metrics::pattern;
 
 crate::step_figures! {
@@ -31,6 +33,10 @@ crate::step_figures! {
     LockwaitCountPerKio = "lockwait_count_per_kio",
     LockwaitMeanUs = "lockwait_mean_us",
     LockwaitMaxUs = "lockwait_max_us",
+    QlockAddrCountPerKio = "qlockaddr_count_per_kio",
+    QlockAddrWaitMsPerKio = "qlockaddr_wait_ms_per_kio",
+    OtherLocksCountPerKio = "otherlocks_count_per_kio",
+    OtherLocksWaitMsPerKio = "otherlocks_wait_ms_per_kio",
     DsleepPerKio = "dsleep_per_kio",
     DsleepMsPerKio = "dsleep_ms_per_kio",
     DblockedPeak = "dblocked_peak",
@@ -62,6 +68,10 @@ pub const TIMELINE_BIN_MS: u64 = 10;
 pub struct LockFigures {
     /// Per-site sums (lock waits).
     pub sites: BTreeMap<String, SiteWait>,
+    /// Per-lock sums, each lock named by its address (`names`); empty when the waits carry no
+    /// address (an older agent).
+    #[serde(default)]
+    pub locks: BTreeMap<String, SiteWait>,
     /// `"<site> <- <caller>"` -> waits.
     pub paths: BTreeMap<String, u64>,
     /// D sleeps of the irq threads (count, total).
@@ -102,6 +112,7 @@ impl LockFigures {
         let bin = TIMELINE_BIN_MS * 1_000_000;
         LockFigures {
             sites: by_site(l),
+            locks: by_lock(l),
             paths,
             d_sleeps: d,
             d_blocked: concurrency(&l.d_waits, w),
@@ -177,6 +188,16 @@ impl LockFigures {
             put(max.suffix().into(), s.max_ns as f64 / 1e3);
         }
         let (all, q) = (self.all(), self.queue_lock());
+        if !self.locks.is_empty() {
+            let qa = self.locks.get(QUEUE_LOCK).copied().unwrap_or_default();
+            let ms = |s: &SiteWait| s.total_ns as f64 / 1e6 / kio;
+            put(F::QlockAddrCountPerKio.suffix().into(), qa.count as f64 / kio);
+            put(F::QlockAddrWaitMsPerKio.suffix().into(), ms(&qa));
+            let rest = all.count.saturating_sub(qa.count);
+            put(F::OtherLocksCountPerKio.suffix().into(), rest as f64 / kio);
+            let rest_ns = all.total_ns.saturating_sub(qa.total_ns);
+            put(F::OtherLocksWaitMsPerKio.suffix().into(), rest_ns as f64 / 1e6 / kio);
+        }
         let mut fig = |f: F, v: f64| put(f.suffix().into(), v);
         fig(F::QlockWaitSharePct, pct(q.total_ns, all.total_ns));
         fig(F::QlockContentionSharePct, pct(q.count, all.count));

@@ -50,6 +50,8 @@ pub struct Wait {
     pub site: Option<String>,
     /// The frame after the site (who took the lock).
     pub caller: Option<String>,
+    /// The lock's address (lock waits recorded with it), named through [`LockWaits::naming`].
+    pub lock: Option<u64>,
 }
 
 /// The parsed artefact.
@@ -76,6 +78,8 @@ pub struct LockWaits {
     /// Cumulative hist totals when the step began (`## base k=v ...`): the triggers live for
     /// the whole boot, so a step's histogram figures are the totals minus these.
     pub base: BTreeMap<String, u64>,
+    /// What names a lock by its address (`names`).
+    pub naming: LockNaming,
     pub bad_lines: usize,
 }
 
@@ -149,12 +153,13 @@ fn hist_sums(text: &str) -> (u64, u64) {
     (hits, lat)
 }
 
-/// A `vb_lockwait` event whose stack frames are still being read: pid, end ns, lat ns, frames.
-type Pending = Option<(u64, u64, u64, Vec<String>)>;
+/// A `vb_lockwait` event whose stack frames are still being read: pid, end ns, lat ns, lock
+/// address, frames.
+type Pending = Option<(u64, u64, u64, Option<u64>, Vec<String>)>;
 
 /// The pending lock wait, if any, with its site and caller taken from its frames.
 fn finish(p: &mut Pending, out: &mut LockWaits) {
-    if let Some((pid, end_ns, lat_ns, frames)) = p.take() {
+    if let Some((pid, end_ns, lat_ns, lock, frames)) = p.take() {
         let site = lock_site(frames.iter().map(String::as_str)).map(str::to_string);
         let caller = site.as_ref().and_then(|s| {
             let names: Vec<&str> = frames
@@ -177,6 +182,7 @@ fn finish(p: &mut Pending, out: &mut LockWaits) {
             lat_ns,
             site: Some(site.unwrap_or_else(|| "(unknown)".into())),
             caller,
+            lock,
         });
     }
 }
@@ -216,7 +222,7 @@ pub fn parse_locks(text: &str) -> Result<LockWaits, MetricsError> {
         }
         if let Some(f) = line.trim().strip_prefix("=> ") {
             match pending.as_mut() {
-                Some(p) => p.3.push(f.trim().to_string()),
+                Some(p) => p.4.push(f.trim().to_string()),
                 None => out.bad_lines += 1,
             }
             continue;
@@ -266,7 +272,11 @@ fn section_header(h: &str, out: &mut LockWaits) -> String {
         }
         "hist" => return format!("hist {}", w.next().unwrap_or("")),
         "trace" | "end" => {}
-        _ => out.bad_lines += 1,
+        _ => {
+            if out.naming.header(kind, w) != Some(true) {
+                out.bad_lines += 1;
+            }
+        }
     }
     kind.to_string()
 }
@@ -276,7 +286,9 @@ fn section_header(h: &str, out: &mut LockWaits) -> String {
 fn trace_event(line: &str, pending: &mut Pending, out: &mut LockWaits) {
     if let Some((ts, rest)) = event(line, "vb_lockwait") {
         match (ts, field(rest, "pid"), field(rest, "lat")) {
-            (Some(end), Some(pid), Some(lat)) => *pending = Some((pid, end, lat, Vec::new())),
+            (Some(end), Some(pid), Some(lat)) => {
+                *pending = Some((pid, end, lat, field(rest, "lock"), Vec::new()))
+            }
             _ => out.bad_lines += 1,
         }
     } else if let Some((ts, rest)) = event(line, "vb_dwait") {
@@ -287,6 +299,7 @@ fn trace_event(line: &str, pending: &mut Pending, out: &mut LockWaits) {
                 lat_ns,
                 site: None,
                 caller: None,
+                lock: None,
             }),
             _ => out.bad_lines += 1,
         }
@@ -342,6 +355,18 @@ pub fn by_site(l: &LockWaits) -> BTreeMap<String, SiteWait> {
     m
 }
 
+/// Per-lock sums of the lock waits, each lock named by its address (`names`); waits recorded
+/// without an address are left out.
+pub fn by_lock(l: &LockWaits) -> BTreeMap<String, SiteWait> {
+    let mut m: BTreeMap<String, SiteWait> = BTreeMap::new();
+    for w in &l.lock_waits {
+        if let Some(a) = w.lock {
+            m.entry(l.naming.name(a)).or_default().add(w.lat_ns);
+        }
+    }
+    m
+}
+
 impl LockWaits {
     /// The recorded events agree with the histograms and nothing was dropped.
     pub fn consistent(&self) -> bool {
@@ -358,7 +383,10 @@ impl LockWaits {
 }
 
 mod figures;
+mod names;
 mod timeline;
+
+pub use names::{LockNaming, QUEUE_LOCK};
 
 pub use figures::{LockFigure, LockFigures, TIMELINE_BIN_MS};
 pub use timeline::{concurrency, peak_per_bin, Concurrency};

@@ -110,6 +110,7 @@ fn touching_intervals_do_not_overlap_and_clipping_holds() {
         lat_ns,
         site: None,
         caller: None,
+        lock: None,
     };
     let v = [mk(20, 10), mk(30, 10), mk(200, 50), mk(5, 50)];
     let c = concurrency(&v, (0, 100));
@@ -182,10 +183,17 @@ fn real_guest_artefact() {
         )
         .into_iter()
         .collect();
-    // Every figure under its declared suffix (the family for each k), and nothing else.
+    // Every figure under its declared suffix (the family for each k), and nothing else; this
+    // artefact predates the lock addresses, so no per-lock figure.
+    let per_lock = [
+        F::QlockAddrCountPerKio,
+        F::QlockAddrWaitMsPerKio,
+        F::OtherLocksCountPerKio,
+        F::OtherLocksWaitMsPerKio,
+    ];
     let mut want: std::collections::BTreeSet<String> = F::ALL
         .iter()
-        .filter(|x| **x != F::DblockedGePct)
+        .filter(|x| **x != F::DblockedGePct && !per_lock.contains(x))
         .map(|x| x.suffix().to_string())
         .collect();
     want.extend((1..=f.d_blocked.share_ge.len()).map(|k| F::DblockedGePct.with_k(k)));
@@ -263,4 +271,52 @@ fn real_second_step_subtracts_the_first_steps_totals() {
     assert_eq!(f.queue_lock().count, 0, "seed 000 takes no queue_lock");
     assert!(f.all().count > 0);
     assert!(f.window_s > 5.0);
+}
+
+/// The agent since issue 44: each wait carries its lock's address, and naming lines come before
+/// the trace.
+const WITH_ADDRESSES: &str = "## pids 101 102
+## queue 0xffff888004a3c000
+## offset request_queue.size 1032
+## offset request_queue.queue_lock 128
+## kernel _text ffffffff81000000
+## kernel _end ffffffff83000000
+## sym ffffffff82400000 ffffffff82400000 pool_lock
+## trace
+        fio-1 [000] .....   10.000000: tracing_mark_write: vb-window-start
+ irq/27-virtio1-101 [001] d..2.   10.000002: vb_lockwait: pid=101 lat=1000 lock=18446612682147872896 stack=STACK:
+=> rt_spin_lock+0x3c/0x60
+=> blk_mq_hw_queue_need_run_locked+0x1a/0x40
+=> blk_mq_run_hw_queue+0x1a/0x140
+ irq/28-virtio1-102 [002] d..2.   10.000003: vb_lockwait: pid=102 lat=3000 lock=18446744071599816704 stack=STACK:
+=> rt_spin_lock+0x3c/0x60
+=> free_object+0x2d/0x130
+ irq/28-virtio1-102 [002] d..2.   10.000004: vb_lockwait: pid=102 lat=500 lock=18446612682147872896 stack=STACK:
+=> rt_spin_lock+0x3c/0x60
+=> blk_mq_hw_queue_need_run_locked+0x1a/0x40
+        fio-1 [000] .....   10.000010: tracing_mark_write: vb-window-end
+## end
+";
+
+#[test]
+fn locks_are_grouped_by_address_whatever_function_took_them() {
+    let l = parse_locks(WITH_ADDRESSES).unwrap();
+    assert_eq!(l.bad_lines, 0);
+    assert_eq!(l.naming.queue, Some(0xffff888004a3c000));
+    assert_eq!(l.lock_waits[0].lock, Some(0xffff888004a3c080));
+    let f = LockFigures::from_waits(&l);
+    // By caller, the helper's waits are not blk_mq_run_hw_queue's; by address they are the
+    // queue_lock's.
+    assert_eq!(f.queue_lock().count, 0);
+    assert_eq!(f.locks[QUEUE_LOCK].count, 2);
+    assert_eq!(f.locks[QUEUE_LOCK].total_ns, 1500);
+    assert_eq!(f.locks["pool_lock"].count, 1);
+    let m: std::collections::BTreeMap<String, f64> = f.metrics(1000.0, 1.0).into_iter().collect();
+    assert_eq!(m[LockFigure::QlockAddrCountPerKio.suffix()], 2.0);
+    assert_eq!(m[LockFigure::OtherLocksCountPerKio.suffix()], 1.0);
+    assert_eq!(m[LockFigure::QlockAddrWaitMsPerKio.suffix()], 0.0015);
+    // An older artefact (no addresses) has no per-lock figures at all.
+    let old = LockFigures::from_waits(&parse_locks(SAMPLE).unwrap());
+    let m: std::collections::BTreeMap<String, f64> = old.metrics(1000.0, 1.0).into_iter().collect();
+    assert!(!m.contains_key(LockFigure::QlockAddrCountPerKio.suffix()));
 }

@@ -98,7 +98,7 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         QlockContentionSharePct,
         "%",
         Yes,
-        "queue_lock's share of all the request irq threads' lock contentions (by count): host preemption slows every lock alike and cancels out, the kernel's own queue_lock traffic (one take per idle hctx on each rerun) sets it"
+        "queue_lock's share of all the request irq threads' lock contentions (by count; a contention is queue_lock's when blk_mq_run_hw_queue took the lock, so a patch that takes it elsewhere reads 0 by construction)"
     ),
     lock!(
         LockwaitMsPerKio,
@@ -129,6 +129,30 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         "us",
         No,
         "longest lock wait, all sites"
+    ),
+    lock!(
+        QlockAddrCountPerKio,
+        "waits/1,000 I/Os",
+        No,
+        "contentions of the request irq threads on the disk's queue_lock, identified by its address (request_queue + the field's offset), whatever function took it, per 1,000 I/Os"
+    ),
+    lock!(
+        QlockAddrWaitMsPerKio,
+        "ms/1,000 I/Os",
+        No,
+        "time the request irq threads waited for the disk's queue_lock (identified by its address), per 1,000 I/Os"
+    ),
+    lock!(
+        OtherLocksCountPerKio,
+        "waits/1,000 I/Os",
+        No,
+        "contentions of the request irq threads on every lock but the disk's queue_lock (by address), per 1,000 I/Os"
+    ),
+    lock!(
+        OtherLocksWaitMsPerKio,
+        "ms/1,000 I/Os",
+        No,
+        "time the request irq threads waited for every lock but the disk's queue_lock (by address), per 1,000 I/Os"
     ),
     lock!(
         DsleepPerKio,

@@ -1,0 +1,376 @@
+//! The judgement of each kernel against the baseline: `improved`, `unchanged`, `worse`,
+//! `unsafe` or `undecided`, from three parts that can each fail (the suite's `[judgement]`,
+//! `suite::judgement`, says which metrics and margins).
+//!
+//! Contract:
+//! 1. Every ratio is other / baseline with a 95 % confidence interval: Welch's t on the
+//!    logarithms (a ratio of geometric means) when every value is positive, else Welch's
+//!    interval of the difference of means divided by the baseline's mean. Each kernel is
+//!    compared with the baseline alone; nothing is corrected across kernels or metrics, and the
+//!    words say so.
+//! 2. Mechanism, per metric (lower is better): `reduced` when the CI lies below
+//!    `1 - min_reduction`, `increased` when it lies above `1 / (1 - min_reduction)`,
+//!    `unchanged` when it lies between the two, else `undecided`. The part is `increased` when
+//!    any mechanism metric increased, `reduced` when the decision metric is reduced, else the
+//!    decision metric's class.
+//! 3. Effect, per metric (direction from the registry): `worse` when the ratio is on the bad side
+//!    beyond the margin and Welch's p is below 0.05 / k (Bonferroni over the k effects: the
+//!    chance that a kernel as good as the baseline is called worse stays below 5 %), `better`
+//!    when it is on the good side with p below 0.05 / k, else `same`. The interval shown stays
+//!    the 95 % one.
+//! 4. Ordering (the kernel memory model, recorded per run at `run` time): unsafe on any
+//!    `Sometimes`; "not checked" when the runs carry no check or a component carries no test.
+//! 5. The judgement: `unsafe` (ordering), else `worse` (an effect worse, or the mechanism
+//!    increased), else `undecided` when either kernel has fewer than 2 boots, else `improved`
+//!    (mechanism reduced), `unchanged` (mechanism unchanged) or `undecided`. `decided_by` names
+//!    the rule. `reasons` (one line each, the deciding one first) are words: the report fills
+//!    them (`report::judgement_words::fill_reasons`), this module leaves them empty.
+
+use serde::{Deserialize, Serialize};
+
+use super::{mean, welch_diff_ci95, welch_p, Comparison, MetricRow};
+use crate::metrics::registry::Better;
+use crate::results::{OrderingRecord, RunResult};
+use crate::suite::JudgementSpec;
+
+/// The family-wise level of the effects' tests (rule 3).
+pub const EFFECT_ALPHA: f64 = 0.05;
+
+/// The five judgements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Judgement {
+    Improved,
+    Unchanged,
+    Worse,
+    Unsafe,
+    Undecided,
+}
+
+impl Judgement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Judgement::Improved => "improved",
+            Judgement::Unchanged => "unchanged",
+            Judgement::Worse => "worse",
+            Judgement::Unsafe => "unsafe",
+            Judgement::Undecided => "undecided",
+        }
+    }
+}
+
+/// A ratio other / baseline and its 95 % CI (rule 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioCi {
+    pub ratio: f64,
+    pub lo: f64,
+    pub hi: f64,
+    /// Welch's two-sided p of the same comparison.
+    pub p: Option<f64>,
+    /// True: on the logarithms (geometric means); false: difference over the baseline mean.
+    pub log: bool,
+}
+
+/// A mechanism metric's class (rule 2) or an effect's (rule 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    Reduced,
+    Unchanged,
+    Increased,
+    Undecided,
+    Better,
+    Same,
+    Worse,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Reduced => "reduced",
+            Class::Unchanged => "unchanged",
+            Class::Increased => "increased",
+            Class::Undecided => "undecided",
+            Class::Better => "better",
+            Class::Same => "not significantly different",
+            Class::Worse => "worse",
+        }
+    }
+}
+
+/// One metric of the judgement for one kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    pub metric: String,
+    pub unit: String,
+    pub base_mean: f64,
+    pub other_mean: f64,
+    pub base_n: usize,
+    pub other_n: usize,
+    pub ratio: Option<RatioCi>,
+    pub class: Class,
+}
+
+/// The ordering part (rule 4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderingPart {
+    /// `never` (every test Never), `sometimes` or `not checked`.
+    pub answer: String,
+    /// The model and herd7 versions, when checked.
+    pub model: Option<String>,
+    /// `component/test (path)` of every Sometimes test.
+    pub sometimes: Vec<String>,
+    /// How many tests ran.
+    pub tests: usize,
+    /// Why it was not checked (or what was left unchecked).
+    pub note: Option<String>,
+}
+
+/// The judgement of one kernel against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelJudgement {
+    pub kernel: String,
+    pub judgement: Judgement,
+    /// The rule that decided: `ordering`, `effect`, `mechanism increased`, `too few boots`,
+    /// `mechanism reduced`, `mechanism unchanged`, `mechanism undecided`.
+    pub decided_by: String,
+    pub reasons: Vec<String>,
+    /// The decision metric's class (rule 2).
+    pub mechanism: Class,
+    /// Mechanism metrics, decision metric first.
+    pub mechanism_metrics: Vec<Judged>,
+    /// Per-lock metrics (the suite's `locks`): figures only, their class as rule 2's.
+    #[serde(default)]
+    pub locks: Vec<Judged>,
+    pub effects: Vec<Judged>,
+    pub ordering: OrderingPart,
+}
+
+/// Rule 1.
+pub fn ratio_ci(base: &[f64], other: &[f64]) -> Option<RatioCi> {
+    if base.len() < 2 || other.len() < 2 {
+        return None;
+    }
+    if base.iter().chain(other).all(|v| *v > 0.0 && v.is_finite()) {
+        let (lb, lo): (Vec<f64>, Vec<f64>) = (
+            base.iter().map(|v| v.ln()).collect(),
+            other.iter().map(|v| v.ln()).collect(),
+        );
+        let (a, b) = welch_diff_ci95(&lo, &lb)?;
+        return Some(RatioCi {
+            ratio: (mean(&lo) - mean(&lb)).exp(),
+            lo: a.exp(),
+            hi: b.exp(),
+            p: welch_p(&lo, &lb),
+            log: true,
+        });
+    }
+    let mb = mean(base);
+    if mb <= 0.0 || !mb.is_finite() {
+        return None;
+    }
+    let (a, b) = welch_diff_ci95(other, base)?;
+    Some(RatioCi {
+        ratio: mean(other) / mb,
+        lo: 1.0 + a / mb,
+        hi: 1.0 + b / mb,
+        p: welch_p(other, base),
+        log: false,
+    })
+}
+
+/// Rule 2 for one interval.
+pub fn mechanism_class(r: Option<&RatioCi>, min_reduction: f64) -> Class {
+    let Some(r) = r else {
+        return Class::Undecided;
+    };
+    let (floor, ceil) = (1.0 - min_reduction, 1.0 / (1.0 - min_reduction));
+    if r.hi < floor {
+        Class::Reduced
+    } else if r.lo > ceil {
+        Class::Increased
+    } else if r.lo >= floor && r.hi <= ceil {
+        Class::Unchanged
+    } else {
+        Class::Undecided
+    }
+}
+
+/// Rule 3 for one interval of a metric whose better direction is `better`, at level `alpha`
+/// (0.05 / the number of effects).
+pub fn effect_class(r: Option<&RatioCi>, better: Better, margin: f64, alpha: f64) -> Class {
+    let Some(r) = r else {
+        return Class::Same;
+    };
+    let significant = r.p.is_some_and(|p| p < alpha);
+    let (worse_side, beyond) = match better {
+        Better::Lower => (r.ratio > 1.0, r.ratio > 1.0 + margin),
+        _ => (r.ratio < 1.0, r.ratio < 1.0 - margin),
+    };
+    if significant && worse_side && beyond {
+        Class::Worse
+    } else if significant && !worse_side {
+        Class::Better
+    } else {
+        Class::Same
+    }
+}
+
+/// One metric's figures for `other` against the baseline.
+fn judged(row: &MetricRow, base: &str, other: &str, class: impl Fn(Option<&RatioCi>, Better) -> Class) -> Option<Judged> {
+    let b = row.values.get(base)?;
+    let o = row.values.get(other)?;
+    if b.is_empty() || o.is_empty() {
+        return None;
+    }
+    let ratio = ratio_ci(b, o);
+    let better = row.better.unwrap_or(Better::Neither);
+    Some(Judged {
+        metric: row.metric.clone(),
+        unit: row.unit.clone(),
+        base_mean: mean(b),
+        other_mean: mean(o),
+        base_n: b.len(),
+        other_n: o.len(),
+        class: class(ratio.as_ref(), better),
+        ratio,
+    })
+}
+
+/// Rule 4: the ordering part of `kernel`, from its runs' records.
+fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
+    let rec = runs
+        .iter()
+        .filter(|r| r.info.kernel == kernel)
+        .find_map(|r| r.info.ordering.as_ref());
+    let unchecked = |note: String| OrderingPart {
+        answer: "not checked".into(),
+        model: None,
+        sometimes: Vec::new(),
+        tests: 0,
+        note: Some(note),
+    };
+    match rec {
+        None => unchecked("the runs carry no memory-model check".into()),
+        Some(OrderingRecord::Failed { reason }) => unchecked(reason.clone()),
+        Some(OrderingRecord::Checked(chk)) => {
+            let sometimes: Vec<String> = chk
+                .sometimes()
+                .iter()
+                .map(|o| format!("{}/{} ({})", o.component, o.test, o.path))
+                .collect();
+            let note = (!chk.unchecked.is_empty()).then(|| {
+                format!("no litmus test for: {}", chk.unchecked.join(", "))
+            });
+            let answer = if !sometimes.is_empty() {
+                "sometimes"
+            } else if chk.outcomes.is_empty() {
+                "not checked"
+            } else {
+                "never"
+            };
+            OrderingPart {
+                answer: answer.into(),
+                model: Some(chk.model.clone()),
+                sometimes,
+                tests: chk.outcomes.len(),
+                note,
+            }
+        }
+    }
+}
+
+/// The spec the runs carry (the first run that has one).
+pub fn spec_of(runs: &[RunResult]) -> Option<&JudgementSpec> {
+    runs.iter().find_map(|r| r.info.judgement.as_ref())
+}
+
+/// Judges every kernel of `c` after the first against the first (rule 5), when the runs carry
+/// a `[judgement]`; empty otherwise.
+pub fn judge_all(c: &Comparison, runs: &[RunResult]) -> Vec<KernelJudgement> {
+    let Some(spec) = spec_of(runs) else {
+        return Vec::new();
+    };
+    c.kernels
+        .iter()
+        .skip(1)
+        .map(|k| judge(c, runs, spec, k))
+        .collect()
+}
+
+/// The judgement of `other` (rule 5).
+pub fn judge(c: &Comparison, runs: &[RunResult], spec: &JudgementSpec, other: &str) -> KernelJudgement {
+    let base = c.baseline();
+    let row = |m: &String| c.rows.iter().find(|r| &r.metric == m);
+    let mech = |r: Option<&RatioCi>, _| mechanism_class(r, spec.min_reduction);
+    let mechanism_metrics: Vec<Judged> = std::iter::once(&spec.mechanism)
+        .chain(&spec.guards)
+        .filter_map(|m| judged(row(m)?, base, other, mech))
+        .collect();
+    let locks: Vec<Judged> = spec
+        .locks
+        .iter()
+        .filter_map(|m| judged(row(m)?, base, other, mech))
+        .collect();
+    let effects: Vec<Judged> = spec
+        .effects
+        .iter()
+        .filter_map(|m| {
+            let alpha = EFFECT_ALPHA / spec.effects.len() as f64;
+            judged(row(m)?, base, other, |r, b| {
+                effect_class(r, b, spec.effect_margin, alpha)
+            })
+        })
+        .collect();
+    let decision = mechanism_metrics
+        .first()
+        .filter(|j| j.metric == spec.mechanism);
+    let mechanism = if mechanism_metrics.iter().any(|j| j.class == Class::Increased) {
+        Class::Increased
+    } else {
+        decision.map_or(Class::Undecided, |j| j.class)
+    };
+    let ordering = ordering_part(runs, other);
+    let few = decision.is_none_or(|j| j.base_n < 2 || j.other_n < 2);
+    let (judgement, decided_by) = decide(&ordering, &effects, mechanism, few);
+    KernelJudgement {
+        kernel: other.to_string(),
+        judgement,
+        decided_by: decided_by.to_string(),
+        reasons: Vec::new(),
+        mechanism,
+        mechanism_metrics,
+        locks,
+        effects,
+        ordering,
+    }
+}
+
+/// Rule 5's order.
+fn decide(
+    ordering: &OrderingPart,
+    effects: &[Judged],
+    mechanism: Class,
+    few: bool,
+) -> (Judgement, &'static str) {
+    if !ordering.sometimes.is_empty() {
+        return (Judgement::Unsafe, "ordering");
+    }
+    if effects.iter().any(|e| e.class == Class::Worse) {
+        return (Judgement::Worse, "effect");
+    }
+    if mechanism == Class::Increased {
+        return (Judgement::Worse, "mechanism increased");
+    }
+    if few {
+        return (Judgement::Undecided, "too few boots");
+    }
+    match mechanism {
+        Class::Reduced => (Judgement::Improved, "mechanism reduced"),
+        Class::Unchanged => (Judgement::Unchanged, "mechanism unchanged"),
+        _ => (Judgement::Undecided, "mechanism undecided"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,226 @@
+//! The judgement in words ([`crate::compare::judgement`] has the numbers): one reason line per
+//! part and metric, the deciding one first, and the paragraph the verdict opens with.
+//!
+//! Contract:
+//! 1. Every figure in a reason comes from the [`KernelJudgement`] it describes; a metric's words
+//!    are its registry description, its numbers base -> other, the ratio with its 95 % CI.
+//! 2. The first reason says what decided the judgement, in the terms of compare::judgement's
+//!    rule 5; the others follow in the order mechanism, effects, ordering.
+//! 3. The caveats are the method's own limits, printed with every judgement; nothing here claims
+//!    what the data cannot show.
+
+use crate::compare::judgement::{
+    Class, Judged, Judgement, KernelJudgement, RatioCi, EFFECT_ALPHA,
+};
+use crate::compare::verdict::Verdict;
+use crate::metrics::registry;
+use crate::suite::JudgementSpec;
+
+use super::tables::{fmt_num, fmt_p};
+
+/// `0.53x (95 % CI 0.49-0.57, Welch p 1.2e-5)`.
+fn ratio_words(r: Option<&RatioCi>) -> String {
+    match r {
+        Some(r) => format!(
+            "{}x (95 % CI {}-{}, Welch p {})",
+            fmt_num(r.ratio),
+            fmt_num(r.lo),
+            fmt_num(r.hi),
+            fmt_p(r.p)
+        ),
+        None => "no interval (fewer than 2 boots on a side)".into(),
+    }
+}
+
+/// What a metric is, in the registry's words.
+fn what(metric: &str) -> String {
+    registry::find(metric).map_or_else(
+        || format!("`{metric}`"),
+        |r| format!("{} (`{metric}`)", r.def.description),
+    )
+}
+
+/// One metric's line: words, base -> other with the unit, ratio, class (`class` overrides the
+/// class's own words).
+fn metric_line(part: &str, j: &Judged, class: &str) -> String {
+    format!(
+        "{part}: {}: {} -> {} {}, {}: {class}",
+        what(&j.metric),
+        fmt_num(j.base_mean),
+        fmt_num(j.other_mean),
+        j.unit,
+        ratio_words(j.ratio.as_ref()),
+    )
+}
+
+/// A guard only matters when it increased (compare::judgement rule 2).
+fn guard_words(c: Class) -> &'static str {
+    match c {
+        Class::Increased => "increased",
+        Class::Reduced => "reduced",
+        _ => "not increased",
+    }
+}
+
+/// An effect's class, with the level it was tested at when it was not significant.
+fn effect_words(c: Class, n_effects: usize) -> String {
+    match c {
+        Class::Same => format!(
+            "not significant at p < {} (0.05 / {n_effects} effects)",
+            fmt_num(EFFECT_ALPHA / n_effects.max(1) as f64)
+        ),
+        c => c.as_str().to_string(),
+    }
+}
+
+/// The ordering part's line.
+fn ordering_line(k: &KernelJudgement) -> String {
+    let o = &k.ordering;
+    let model = o.model.as_deref().unwrap_or("no model");
+    let mut line = match o.answer.as_str() {
+        "sometimes" => format!(
+            "ordering: the kernel memory model ({model}) says a request can stay queued while no \
+             CPU runs the queue: Sometimes on {}",
+            o.sometimes.join(", ")
+        ),
+        "never" => format!(
+            "ordering: Never on all {} litmus tests the kernel's components carry ({model})",
+            o.tests
+        ),
+        _ => "ordering not checked".to_string(),
+    };
+    if let Some(n) = &o.note {
+        line.push_str(&format!(" ({n})"));
+    }
+    line
+}
+
+/// Rule 2: the deciding line.
+fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String {
+    let mech = k.mechanism_metrics.first();
+    let mech_ratio = mech.map_or("-".into(), |m| ratio_words(m.ratio.as_ref()));
+    let floor = fmt_num(1.0 - spec.min_reduction);
+    let worse: Vec<String> = k
+        .effects
+        .iter()
+        .filter(|e| e.class == Class::Worse)
+        .map(|e| format!("`{}` {}", e.metric, ratio_words(e.ratio.as_ref())))
+        .collect();
+    let j = k.judgement.as_str();
+    match k.decided_by.as_str() {
+        "ordering" => format!("{j}, decided by the memory model: whatever the measurements say, a request can be stranded"),
+        "effect" => format!(
+            "{j}, decided by the effect: {} against {base}, beyond the {} % margin",
+            worse.join("; "),
+            fmt_num(spec.effect_margin * 100.0)
+        ),
+        "mechanism increased" => format!(
+            "{j}, decided by the mechanism: the request irq threads wait more than on {base}"
+        ),
+        "too few boots" => format!("{j}: fewer than 2 boots of a kernel, no interval"),
+        "mechanism reduced" => format!(
+            "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
+             of {base}'s, the interval below {floor} (a reduction counts from {:.0} %), no \
+             effect worse, no guard increased{}",
+            spec.min_reduction * 100.0,
+            if k.ordering.answer == "never" {
+                ", and no stranded request in the memory model"
+            } else {
+                "; ordering not checked"
+            }
+        ),
+        "mechanism unchanged" => format!(
+            "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
+             of {base}'s, the interval within {floor}-{}: no reduction that counts",
+            fmt_num(1.0 / (1.0 - spec.min_reduction))
+        ),
+        _ => format!(
+            "{j}: the irq threads' lock contentions at {mech_ratio} of {base}'s, the interval \
+             straddles {floor} (or {}): these boots cannot tell a reduction that counts from none",
+            fmt_num(1.0 / (1.0 - spec.min_reduction))
+        ),
+    }
+}
+
+/// Every reason of `k`, deciding one first (rules 1-2).
+pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<String> {
+    let mut out = vec![decided_line(k, spec, base)];
+    for (i, m) in k.mechanism_metrics.iter().enumerate() {
+        out.push(if i == 0 {
+            metric_line("mechanism (decides)", m, m.class.as_str())
+        } else {
+            metric_line("mechanism (guard)", m, guard_words(m.class))
+        });
+    }
+    for l in &k.locks {
+        out.push(metric_line("per lock", l, "figures only"));
+    }
+    for e in &k.effects {
+        out.push(metric_line("effect", e, &effect_words(e.class, k.effects.len())));
+    }
+    out.push(ordering_line(k));
+    out
+}
+
+/// Fills the reasons of every judgement of `v`, and `v.reasons` (those of its second kernel).
+pub fn fill_reasons(v: &mut Verdict) {
+    let Some(spec) = v.judgement_spec.clone() else {
+        return;
+    };
+    for k in v.judgements.iter_mut() {
+        k.reasons = reasons(k, &spec, &v.base);
+    }
+    v.reasons = v
+        .judgements
+        .iter()
+        .find(|k| k.kernel == v.other)
+        .map(|k| k.reasons.clone())
+        .unwrap_or_default();
+}
+
+/// Rule 3.
+pub const CAVEATS: &str = "How to read it: each kernel is compared with the baseline alone, \
+every interval is a 95 % Welch interval on the logarithms (a ratio of geometric means); the \
+effects decide at 0.05 divided by their number (Bonferroni), nothing is corrected across \
+kernels. The mechanism counts what the kernel's lock code \
+traces (lock:contention_begin/end of the request irq threads): a lock it does not trace (a bit \
+spinlock, an open-coded spin) is invisible to it, and the effects still judge such a patch. \
+`unsafe` comes only from the kernel memory model (herd7 on tools/memory-model of the kernel's \
+own source), never from a measurement: an x86 guest cannot show a reordering that TSO forbids.";
+
+/// The judgements of `v` as the Markdown the verdict opens with: one block per kernel.
+pub fn judgement_text(v: &Verdict) -> String {
+    let mut out = String::new();
+    let Some(spec) = &v.judgement_spec else {
+        return out;
+    };
+    let base = &v.base;
+    for k in &v.judgements {
+        out.push_str(&format!(
+            "**{}: {}** (against {base})\n\n",
+            k.kernel,
+            k.judgement.as_str()
+        ));
+        for r in reasons(k, spec, base) {
+            out.push_str(&format!("- {r}\n"));
+        }
+        out.push('\n');
+    }
+    if !v.judgements.is_empty() {
+        out.push_str(CAVEATS);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// One line per kernel: `KERNEL: judgement (decided by ...)`, for a terminal.
+pub fn judgement_lines(js: &[KernelJudgement]) -> String {
+    js.iter()
+        .map(|k| format!("{}: {} ({})\n", k.kernel, k.judgement.as_str(), k.decided_by))
+        .collect()
+}
+
+/// The judgement that a kernel named `kernel` got, if any.
+pub fn judgement_of(js: &[KernelJudgement], kernel: &str) -> Option<Judgement> {
+    js.iter().find(|k| k.kernel == kernel).map(|k| k.judgement)
+}

@@ -1,0 +1,69 @@
+//! `[judgement]`: how a suite's verdict judges each kernel against the baseline, declared as
+//! data so that a regression needs a suite, not code (compare::judgement does the statistics,
+//! report::judgement_words the words).
+//!
+//! Contract:
+//! 1. `mechanism` is the metric (exact compare name) whose reduction is the mechanism's
+//!    "reduced"; `guards` are mechanism metrics that must not rise; `effects` are the seed's own
+//!    observables (throughput, latency). Their directions are the metric registry's.
+//! 2. `min_reduction` (0 < x < 1) is the least reduction that counts: a ratio whose 95 % CI lies
+//!    below `1 - min_reduction` is reduced, one whose CI lies above it is unchanged, anything
+//!    between is undecided; the same share sets "increased" (CI above `1 / (1 - min_reduction)`).
+//! 3. `effect_margin` (0 <= x < 1): an effect is worse when its CI excludes 1 on the bad side
+//!    and the ratio is beyond `1 - effect_margin` (`1 + effect_margin` for lower-is-better).
+//! 4. `locks` are per-lock metrics (a lock named by its address in the guest, metrics::locks):
+//!    reported in the reasons with their intervals, never deciding.
+//! 5. Names and numbers are checked here ([`JudgementSpec::validate`]); that the metrics exist
+//!    is checked against the registry when a matrix is planned, like `primary_metric`.
+
+use serde::{Deserialize, Serialize};
+
+/// A suite's `[judgement]` table, copied into every run's results.json (`info.judgement`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgementSpec {
+    pub mechanism: String,
+    #[serde(default)]
+    pub guards: Vec<String>,
+    pub min_reduction: f64,
+    pub effects: Vec<String>,
+    pub effect_margin: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locks: Vec<String>,
+}
+
+impl JudgementSpec {
+    /// Rules 2-3 and non-empty names.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.min_reduction > 0.0 && self.min_reduction < 1.0) {
+            return Err(format!(
+                "[judgement] min_reduction {} is not in (0, 1)",
+                self.min_reduction
+            ));
+        }
+        if !(self.effect_margin >= 0.0 && self.effect_margin < 1.0) {
+            return Err(format!(
+                "[judgement] effect_margin {} is not in [0, 1)",
+                self.effect_margin
+            ));
+        }
+        if self.effects.is_empty() {
+            return Err("[judgement] names no effects".into());
+        }
+        let names = self.metrics();
+        if let Some(bad) = names.clone().find(|m| !m.contains('.')) {
+            return Err(format!(
+                "[judgement] '{bad}' is not a metric name (STEP.METRIC)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every metric the judgement reads, mechanism first.
+    pub fn metrics(&self) -> impl Iterator<Item = &String> + Clone {
+        std::iter::once(&self.mechanism)
+            .chain(&self.guards)
+            .chain(&self.locks)
+            .chain(&self.effects)
+    }
+}
