@@ -3,7 +3,7 @@
 # kind of kernel in one interleaved run, RUNS runs of REPEAT boots per kernel, each run judged
 # on its own (`guest-tests check judgement`): the fixes rt128+seed000-paired and
 # rt128+seed000-v7 must be improved, rt128+lockhelper (the same queue_lock in an out-of-line
-# helper) must not be, rt128+slowpath (v7 with udelay(1) on the idle-hctx path) must be worse,
+# helper) must not be, rt128+slowpath (v7 with udelay(4) on the idle-hctx path) must be worse,
 # rt128+nobarrier must be unsafe (from the memory model) and rt128+seed000 (v2 as posted) gets
 # what the model says of it. Prints each run's judgements and whether they are as expected; the
 # runs stay under OUT (docs/results/verdict-controls/ holds the committed ones).
@@ -23,7 +23,7 @@ KERNELS=rt128,rt128+seed000-paired,rt128+seed000-v7,rt128+lockhelper,rt128+slowp
 [ -x "$GT" ] || flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
 IFS=, read -r -a klist <<<"$KERNELS"
 flock "$LOCK" "$GT" images build "${klist[@]}" >/dev/null
-ci/fetch-herd7.sh >/dev/null
+[ ! -x ci/fetch-herd7.sh ] || ci/fetch-herd7.sh >/dev/null
 
 HOG_PID=
 trap '[ -z "$HOG_PID" ] || kill "$HOG_PID" 2>/dev/null || true' EXIT

@@ -11,8 +11,8 @@
 
 pub mod components;
 pub mod judgement;
-pub mod power;
 pub mod nodes;
+pub mod power;
 pub mod runs;
 pub mod sequential;
 pub mod spread;

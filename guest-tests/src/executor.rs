@@ -257,7 +257,6 @@ mod tests {
             pin_vcpus: false,
             host_sched: Default::default(),
             pin_slot: None,
-            
         };
         (spec, rerun)
     }

@@ -528,8 +528,8 @@ fn validate_step(step: &str) -> Result<(), String> {
 
 mod cells;
 mod judgement;
-pub use judgement::JudgementSpec;
 pub use cells::Grid;
+pub use judgement::JudgementSpec;
 
 #[cfg(test)]
 mod tests;

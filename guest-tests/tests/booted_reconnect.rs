@@ -141,6 +141,7 @@ fn reconnects(suite_name: &str) {
     let archive = job::archive(&JobParams {
         run_id: suite_name,
         suite: &s,
+        lock_offsets: None,
     });
     job::write_initrd(&kernel.initramfs, &archive, &initrd).unwrap();
     let socket = dir.join("vhost.sock");

@@ -61,11 +61,16 @@ pub enum CheckCmd {
 
 /// `KERNEL=J[/J...]` with each J a judgement's name.
 fn expectation(s: &str) -> Result<(String, Vec<String>), String> {
-    let (k, js) = s.split_once('=').ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...]")?;
+    let (k, js) = s
+        .split_once('=')
+        .ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...]")?;
     let names = ["improved", "unchanged", "worse", "unsafe", "undecided"];
     let js: Vec<String> = js.split('/').map(str::to_string).collect();
     if k.is_empty() || js.iter().any(|j| !names.contains(&j.as_str())) {
-        return Err(format!("must be KERNEL=J[/J...] with J one of {}", names.join(", ")));
+        return Err(format!(
+            "must be KERNEL=J[/J...] with J one of {}",
+            names.join(", ")
+        ));
     }
     Ok((k.to_string(), js))
 }
@@ -84,6 +89,25 @@ fn check_judgement(
         return Err(format!("{}: the runs carry no [judgement]", dir.display()));
     }
     print!("{}", crate::report::judgement_lines(&js));
+    let spec = crate::compare::judgement::spec_of(&runs).map_or(0, |s| s.locks.len());
+    if let Some(k) = js.iter().find(|k| k.locks.len() < spec) {
+        return Err(format!(
+            "{}: {} of the suite's {spec} per-lock figures (the lock addresses were not recorded)",
+            k.kernel,
+            k.locks.len()
+        ));
+    }
+    for k in &js {
+        for l in &k.locks {
+            println!(
+                "  {}: `{}` {} -> {}",
+                k.kernel,
+                l.metric,
+                crate::report::fmt_num(l.base_mean),
+                crate::report::fmt_num(l.other_mean)
+            );
+        }
+    }
     for (k, want) in expect {
         let got = js
             .iter()
@@ -98,7 +122,14 @@ fn check_judgement(
             ));
         }
     }
-    println!("as expected: {}", expect.iter().map(|(k, w)| format!("{k} {}", w.join("/"))).collect::<Vec<_>>().join(", "));
+    println!(
+        "as expected: {}",
+        expect
+            .iter()
+            .map(|(k, w)| format!("{k} {}", w.join("/")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     Ok(())
 }
 

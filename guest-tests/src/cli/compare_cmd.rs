@@ -180,15 +180,24 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
     };
     let rows = compare::power::power_rows(&c, &runs, width);
     if rows.is_empty() {
-        return fail("these runs carry no [judgement] with values for two kernels", 2);
+        return fail(
+            "these runs carry no [judgement] with values for two kernels",
+            2,
+        );
     }
     if json {
         return print_json(&rows);
     }
     let n = |v: Option<usize>| v.map_or(format!("> {}", compare::power::MAX_N), |n| n.to_string());
     let header: Vec<String> = [
-        "metric", "kernel", "boots now", "ratio", "sd(log) base / kernel",
-        "n to decide", "n to exclude 1", &format!("n for +-{:.0} %", width * 100.0),
+        "metric",
+        "kernel",
+        "boots now",
+        "ratio",
+        "sd(log) base / kernel",
+        "n to decide",
+        "n to exclude 1",
+        &format!("n for +-{:.0} %", width * 100.0),
     ]
     .iter()
     .map(|s| s.to_string())

@@ -15,14 +15,16 @@
 //!    decision metric's class.
 //! 3. Effect, per metric (direction from the registry): `worse` when the ratio is on the bad side
 //!    beyond the margin and Welch's p is below 0.05 / k (Bonferroni over the k effects: the
-//!    chance that a kernel as good as the baseline is called worse stays below 5 %), `better`
-//!    when it is on the good side with p below 0.05 / k, else `same`. The interval shown stays
-//!    the 95 % one.
+//!    chance that a kernel as good as the baseline is called worse stays below 5 %), `unclear`
+//!    when it is on the bad side beyond the margin without that p (these boots cannot rule the
+//!    loss out), `better` when it is on the good side with p below 0.05 / k, else `same`. The
+//!    interval shown stays the 95 % one.
 //! 4. Ordering (the kernel memory model, recorded per run at `run` time): unsafe on any
 //!    `Sometimes`; "not checked" when the runs carry no check or a component carries no test.
 //! 5. The judgement: `unsafe` (ordering), else `worse` (an effect worse, or the mechanism
 //!    increased), else `undecided` when either kernel has fewer than 2 boots, else `improved`
-//!    (mechanism reduced), `unchanged` (mechanism unchanged) or `undecided`. `decided_by` names
+//!    (mechanism reduced and no effect unclear; with one unclear, `undecided`), `unchanged`
+//!    (mechanism unchanged) or `undecided`. `decided_by` names
 //!    the rule. `reasons` (one line each, the deciding one first) are words: the report fills
 //!    them (`report::judgement_words::fill_reasons`), this module leaves them empty.
 
@@ -81,6 +83,7 @@ pub enum Class {
     Undecided,
     Better,
     Same,
+    Unclear,
     Worse,
 }
 
@@ -93,6 +96,9 @@ impl Class {
             Class::Undecided => "undecided",
             Class::Better => "better",
             Class::Same => "not significantly different",
+            Class::Unclear => {
+                "worse beyond the margin, not significant: a loss these boots cannot rule out"
+            }
             Class::Worse => "worse",
         }
     }
@@ -172,7 +178,8 @@ pub fn ratio_ci(base: &[f64], other: &[f64]) -> Option<RatioCi> {
     let (a, b) = welch_diff_ci95(other, base)?;
     Some(RatioCi {
         ratio: mean(other) / mb,
-        lo: 1.0 + a / mb,
+        // A ratio of non-negative figures: the interval stops at 0.
+        lo: (1.0 + a / mb).max(0.0),
         hi: 1.0 + b / mb,
         p: welch_p(other, base),
         log: false,
@@ -209,6 +216,8 @@ pub fn effect_class(r: Option<&RatioCi>, better: Better, margin: f64, alpha: f64
     };
     if significant && worse_side && beyond {
         Class::Worse
+    } else if worse_side && beyond {
+        Class::Unclear
     } else if significant && !worse_side {
         Class::Better
     } else {
@@ -217,7 +226,12 @@ pub fn effect_class(r: Option<&RatioCi>, better: Better, margin: f64, alpha: f64
 }
 
 /// One metric's figures for `other` against the baseline.
-fn judged(row: &MetricRow, base: &str, other: &str, class: impl Fn(Option<&RatioCi>, Better) -> Class) -> Option<Judged> {
+fn judged(
+    row: &MetricRow,
+    base: &str,
+    other: &str,
+    class: impl Fn(Option<&RatioCi>, Better) -> Class,
+) -> Option<Judged> {
     let b = row.values.get(base)?;
     let o = row.values.get(other)?;
     if b.is_empty() || o.is_empty() {
@@ -259,9 +273,8 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
                 .iter()
                 .map(|o| format!("{}/{} ({})", o.component, o.test, o.path))
                 .collect();
-            let note = (!chk.unchecked.is_empty()).then(|| {
-                format!("no litmus test for: {}", chk.unchecked.join(", "))
-            });
+            let note = (!chk.unchecked.is_empty())
+                .then(|| format!("no litmus test for: {}", chk.unchecked.join(", ")));
             let answer = if !sometimes.is_empty() {
                 "sometimes"
             } else if chk.outcomes.is_empty() {
@@ -299,7 +312,12 @@ pub fn judge_all(c: &Comparison, runs: &[RunResult]) -> Vec<KernelJudgement> {
 }
 
 /// The judgement of `other` (rule 5).
-pub fn judge(c: &Comparison, runs: &[RunResult], spec: &JudgementSpec, other: &str) -> KernelJudgement {
+pub fn judge(
+    c: &Comparison,
+    runs: &[RunResult],
+    spec: &JudgementSpec,
+    other: &str,
+) -> KernelJudgement {
     let base = c.baseline();
     let row = |m: &String| c.rows.iter().find(|r| &r.metric == m);
     let mech = |r: Option<&RatioCi>, _| mechanism_class(r, spec.min_reduction);
@@ -325,7 +343,10 @@ pub fn judge(c: &Comparison, runs: &[RunResult], spec: &JudgementSpec, other: &s
     let decision = mechanism_metrics
         .first()
         .filter(|j| j.metric == spec.mechanism);
-    let mechanism = if mechanism_metrics.iter().any(|j| j.class == Class::Increased) {
+    let mechanism = if mechanism_metrics
+        .iter()
+        .any(|j| j.class == Class::Increased)
+    {
         Class::Increased
     } else {
         decision.map_or(Class::Undecided, |j| j.class)
@@ -366,6 +387,9 @@ fn decide(
         return (Judgement::Undecided, "too few boots");
     }
     match mechanism {
+        Class::Reduced if effects.iter().any(|e| e.class == Class::Unclear) => {
+            (Judgement::Undecided, "effect unclear")
+        }
         Class::Reduced => (Judgement::Improved, "mechanism reduced"),
         Class::Unchanged => (Judgement::Unchanged, "mechanism unchanged"),
         _ => (Judgement::Undecided, "mechanism undecided"),

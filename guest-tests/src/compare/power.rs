@@ -76,9 +76,8 @@ pub fn boots_needed(
     width: f64,
 ) -> (Option<usize>, Option<usize>, Option<usize>) {
     let zb = z(POWER);
-    let significant = |a: f64| {
-        move |se: f64, df: f64| d.abs() >= (t_quantile(1.0 - a / 2.0, df) + zb) * se
-    };
+    let significant =
+        |a: f64| move |se: f64, df: f64| d.abs() >= (t_quantile(1.0 - a / 2.0, df) + zb) * se;
     let n_decide = match decide_below {
         Some(floor) if d < floor.ln() => least_n(sa, sb, |se, df| {
             floor.ln() - d >= (t_quantile(0.975, df) + zb) * se
@@ -87,7 +86,9 @@ pub fn boots_needed(
         None => least_n(sa, sb, significant(alpha)),
     };
     let n_one = least_n(sa, sb, significant(0.05));
-    let n_width = least_n(sa, sb, |se, df| t_quantile(0.975, df) * se <= (1.0 + width).ln());
+    let n_width = least_n(sa, sb, |se, df| {
+        t_quantile(0.975, df) * se <= (1.0 + width).ln()
+    });
     (n_decide, n_one, n_width)
 }
 

@@ -44,7 +44,9 @@ impl OrderingCheck {
 pub enum OrderingRecord {
     Checked(OrderingCheck),
     /// herd7 or the model could not run: the reason.
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// The check of kernel `spec` as a run records it (placeholder until the check lands).

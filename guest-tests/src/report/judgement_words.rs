@@ -9,9 +9,7 @@
 //! 3. The caveats are the method's own limits, printed with every judgement; nothing here claims
 //!    what the data cannot show.
 
-use crate::compare::judgement::{
-    Class, Judged, Judgement, KernelJudgement, RatioCi, EFFECT_ALPHA,
-};
+use crate::compare::judgement::{Class, Judged, Judgement, KernelJudgement, RatioCi, EFFECT_ALPHA};
 use crate::compare::verdict::Verdict;
 use crate::metrics::registry;
 use crate::suite::JudgementSpec;
@@ -118,6 +116,17 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
             "{j}, decided by the mechanism: the request irq threads wait more than on {base}"
         ),
         "too few boots" => format!("{j}: fewer than 2 boots of a kernel, no interval"),
+        "effect unclear" => format!(
+            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but {} \
+             beyond the {} % margin without significance: these boots cannot rule out a loss",
+            k.effects
+                .iter()
+                .filter(|e| e.class == Class::Unclear)
+                .map(|e| format!("`{}` is at {}", e.metric, ratio_words(e.ratio.as_ref())))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            fmt_num(spec.effect_margin * 100.0)
+        ),
         "mechanism reduced" => format!(
             "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
              of {base}'s, the interval below {floor} (a reduction counts from {:.0} %), no \
@@ -156,7 +165,11 @@ pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<Str
         out.push(metric_line("per lock", l, "figures only"));
     }
     for e in &k.effects {
-        out.push(metric_line("effect", e, &effect_words(e.class, k.effects.len())));
+        out.push(metric_line(
+            "effect",
+            e,
+            &effect_words(e.class, k.effects.len()),
+        ));
     }
     out.push(ordering_line(k));
     out
@@ -216,7 +229,14 @@ pub fn judgement_text(v: &Verdict) -> String {
 /// One line per kernel: `KERNEL: judgement (decided by ...)`, for a terminal.
 pub fn judgement_lines(js: &[KernelJudgement]) -> String {
     js.iter()
-        .map(|k| format!("{}: {} ({})\n", k.kernel, k.judgement.as_str(), k.decided_by))
+        .map(|k| {
+            format!(
+                "{}: {} ({})\n",
+                k.kernel,
+                k.judgement.as_str(),
+                k.decided_by
+            )
+        })
         .collect()
 }
 

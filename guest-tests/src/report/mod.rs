@@ -25,12 +25,12 @@ use crate::compare::{compare, CompareError, Comparison};
 use crate::metrics::registry;
 use crate::results::{load_runs, ResultsError, RunResult};
 
+pub use judgement_words::{fill_reasons, judgement_lines, judgement_text};
 pub use locksites::{lock_site_tables, LockSiteTable};
 pub use lockwaits::{lock_wait_tables, LockWaitTable};
 pub use model::{scan_model, ScanModel};
 pub use node_section::{node_metrics, node_rows, node_table, NODE_NOTE};
 pub use tables::{fmt_num, fmt_p, markdown_rows, markdown_table, table, table_where};
-pub use judgement_words::{fill_reasons, judgement_lines, judgement_text};
 pub use verdict_words::{sequential_note, verdict_table, verdict_text, SequentialNote};
 
 /// What to put in the report.

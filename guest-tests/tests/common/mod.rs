@@ -98,6 +98,7 @@ pub fn one_boot(
         pin_vcpus: true,
         host_sched: Default::default(),
         pin_slot: None,
+        ordering: None,
     };
     let rerun = RerunInfo {
         kernel: KERNEL.into(),

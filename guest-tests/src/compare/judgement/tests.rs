@@ -13,7 +13,7 @@ fn spec() -> JudgementSpec {
             "scale-randread.lockwait_ms_per_kio".into(),
             "scale-randread.dsleep_per_kio".into(),
         ],
-        min_reduction: 0.5,
+        min_reduction: 0.33,
         locks: vec![],
         effects: vec![
             "scale-randread.iops".into(),
@@ -74,7 +74,7 @@ fn the_committed_fix_is_improved_in_every_committed_run() {
         assert_eq!(k.decided_by, "mechanism reduced");
         assert_eq!(k.mechanism, Class::Reduced);
         let m = k.mechanism_metrics[0].ratio.unwrap();
-        assert!(m.log && m.hi < 0.5 && m.ratio < 0.2, "{run}: {m:?}");
+        assert!(m.log && m.hi < 0.67 && m.ratio < 0.2, "{run}: {m:?}");
         assert!(k.effects.iter().all(|e| e.class != Class::Worse));
         assert_eq!(k.ordering.answer, "not checked");
     }
@@ -101,16 +101,47 @@ fn a_fix_that_loses_throughput_is_worse_whatever_the_mechanism() {
     scale(&mut runs, "rt128+seed000", "scale-randread.iops", 0.6);
     let k = &judge_kernels(&runs, &["rt128", "rt128+seed000"])[0];
     assert_eq!(k.mechanism, Class::Reduced);
-    assert_eq!((k.judgement, k.decided_by.as_str()), (Judgement::Worse, "effect"));
+    assert_eq!(
+        (k.judgement, k.decided_by.as_str()),
+        (Judgement::Worse, "effect")
+    );
     let iops = &k.effects[0];
     assert_eq!(iops.class, Class::Worse);
     assert!(iops.ratio.unwrap().hi < 0.7);
 }
 
 #[test]
+fn a_loss_the_boots_cannot_rule_out_keeps_a_fix_from_improved() {
+    let mut runs = committed("run1");
+    // One fix boot at a third of its IOPS: the mean falls by a fifth, the spread keeps p high.
+    if let Some(r) = runs.iter_mut().find(|r| r.info.kernel == "rt128+seed000") {
+        if let Some(v) = r.metrics.get_mut("scale-randread.iops") {
+            *v *= 0.3;
+        }
+    }
+    let k = &judge_kernels(&runs, &["rt128", "rt128+seed000"])[0];
+    assert_eq!(k.mechanism, Class::Reduced);
+    assert_eq!(
+        k.effects[0].class,
+        Class::Unclear,
+        "{:?}",
+        k.effects[0].ratio
+    );
+    assert_eq!(
+        (k.judgement, k.decided_by.as_str()),
+        (Judgement::Undecided, "effect unclear")
+    );
+}
+
+#[test]
 fn a_longer_tail_is_worse_too() {
     let mut runs = committed("run2");
-    scale(&mut runs, "rt128+seed000", "scale-randread.clat_p99_us", 1.5);
+    scale(
+        &mut runs,
+        "rt128+seed000",
+        "scale-randread.clat_p99_us",
+        1.5,
+    );
     let k = &judge_kernels(&runs, &["rt128", "rt128+seed000"])[0];
     assert_eq!(k.judgement, Judgement::Worse);
     assert_eq!(k.effects[2].class, Class::Worse);
@@ -151,8 +182,14 @@ fn the_memory_model_alone_makes_a_kernel_unsafe() {
         r.info.ordering = Some(sometimes_check("rt128+seed000"));
     }
     let k = &judge_kernels(&runs, &["rt128", "rt128+seed000"])[0];
-    assert_eq!((k.judgement, k.decided_by.as_str()), (Judgement::Unsafe, "ordering"));
-    assert_eq!(k.ordering.sometimes, vec!["seed000/sb-run-unquiesce (none)"]);
+    assert_eq!(
+        (k.judgement, k.decided_by.as_str()),
+        (Judgement::Unsafe, "ordering")
+    );
+    assert_eq!(
+        k.ordering.sometimes,
+        vec!["seed000/sb-run-unquiesce (none)"]
+    );
     // The same runs with every test Never: improved again, and the model is named.
     for r in runs.iter_mut() {
         if let Some(OrderingRecord::Checked(c)) = r.info.ordering.as_mut() {
@@ -172,7 +209,10 @@ fn one_boot_a_side_is_undecided() {
         .filter(|r| r.info.repeat == 0)
         .collect();
     let k = &judge_kernels(&runs, &["rt128", "rt128+seed000"])[0];
-    assert_eq!((k.judgement, k.decided_by.as_str()), (Judgement::Undecided, "too few boots"));
+    assert_eq!(
+        (k.judgement, k.decided_by.as_str()),
+        (Judgement::Undecided, "too few boots")
+    );
 }
 
 #[test]
@@ -207,7 +247,13 @@ fn ratio_intervals() {
 
 #[test]
 fn mechanism_classes_follow_the_least_reduction_that_counts() {
-    let r = |lo, hi| RatioCi { ratio: (lo + hi) / 2.0, lo, hi, p: None, log: true };
+    let r = |lo, hi| RatioCi {
+        ratio: (lo + hi) / 2.0,
+        lo,
+        hi,
+        p: None,
+        log: true,
+    };
     assert_eq!(mechanism_class(Some(&r(0.1, 0.4)), 0.5), Class::Reduced);
     assert_eq!(mechanism_class(Some(&r(0.6, 1.4)), 0.5), Class::Unchanged);
     assert_eq!(mechanism_class(Some(&r(0.4, 1.2)), 0.5), Class::Undecided);
@@ -218,13 +264,45 @@ fn mechanism_classes_follow_the_least_reduction_that_counts() {
 
 #[test]
 fn effects_are_worse_only_beyond_the_margin_and_significant() {
-    let r = |ratio, p| RatioCi { ratio, lo: ratio, hi: ratio, p: Some(p), log: true };
+    let r = |ratio, p| RatioCi {
+        ratio,
+        lo: ratio,
+        hi: ratio,
+        p: Some(p),
+        log: true,
+    };
     let a = 0.05 / 3.0;
-    assert_eq!(effect_class(Some(&r(0.9, 0.001)), Better::Higher, 0.05, a), Class::Worse);
-    assert_eq!(effect_class(Some(&r(0.97, 0.001)), Better::Higher, 0.05, a), Class::Same);
-    assert_eq!(effect_class(Some(&r(0.9, 0.03)), Better::Higher, 0.05, a), Class::Same);
-    assert_eq!(effect_class(Some(&r(1.1, 0.001)), Better::Higher, 0.05, a), Class::Better);
-    assert_eq!(effect_class(Some(&r(1.1, 0.001)), Better::Lower, 0.05, a), Class::Worse);
-    assert_eq!(effect_class(Some(&r(0.9, 0.001)), Better::Lower, 0.05, a), Class::Better);
+    assert_eq!(
+        effect_class(Some(&r(0.9, 0.001)), Better::Higher, 0.05, a),
+        Class::Worse
+    );
+    assert_eq!(
+        effect_class(Some(&r(0.97, 0.001)), Better::Higher, 0.05, a),
+        Class::Same
+    );
+    assert_eq!(
+        effect_class(Some(&r(0.9, 0.03)), Better::Higher, 0.05, a),
+        Class::Unclear
+    );
+    assert_eq!(
+        effect_class(Some(&r(0.97, 0.3)), Better::Higher, 0.05, a),
+        Class::Same
+    );
+    assert_eq!(
+        effect_class(Some(&r(1.2, 0.3)), Better::Lower, 0.05, a),
+        Class::Unclear
+    );
+    assert_eq!(
+        effect_class(Some(&r(1.1, 0.001)), Better::Higher, 0.05, a),
+        Class::Better
+    );
+    assert_eq!(
+        effect_class(Some(&r(1.1, 0.001)), Better::Lower, 0.05, a),
+        Class::Worse
+    );
+    assert_eq!(
+        effect_class(Some(&r(0.9, 0.001)), Better::Lower, 0.05, a),
+        Class::Better
+    );
     assert_eq!(effect_class(None, Better::Higher, 0.05, a), Class::Same);
 }

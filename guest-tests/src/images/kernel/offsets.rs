@@ -68,7 +68,10 @@ fn try_write(build: &Path, dest: &Path) -> Result<(), String> {
     let cmd_file = std::fs::read_to_string(build.join("block/.blk-mq.o.cmd"))
         .map_err(|e| format!("block/.blk-mq.o.cmd: {e}"))?;
     // In the build directory's root, which Kbuild never reads; removed below.
-    let (src, asm) = (build.join(".vb-lock-offsets.c"), build.join(".vb-lock-offsets.s"));
+    let (src, asm) = (
+        build.join(".vb-lock-offsets.c"),
+        build.join(".vb-lock-offsets.s"),
+    );
     std::fs::write(&src, SOURCE).map_err(|e| e.to_string())?;
     let cmd = command_for(&cmd_file, &src, &asm).ok_or("no compile command for block/blk-mq.o")?;
     let out = Command::new("sh")
@@ -78,7 +81,10 @@ fn try_write(build: &Path, dest: &Path) -> Result<(), String> {
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).chars().take(400).collect());
+        return Err(String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .take(400)
+            .collect());
     }
     let text = std::fs::read_to_string(&asm).map_err(|e| e.to_string());
     let _ = (std::fs::remove_file(&src), std::fs::remove_file(&asm));
@@ -101,12 +107,22 @@ mod tests {
             c,
             "ccache gcc -nostdinc -O2 -DKBUILD_BASENAME='\"blk_mq\"' -S -o /t/p.s /t/p.c"
         );
-        assert_eq!(command_for("savedcmd_x.o := gcc -c -o x.o x.c", Path::new("a"), Path::new("b")), None);
+        assert_eq!(
+            command_for(
+                "savedcmd_x.o := gcc -c -o x.o x.c",
+                Path::new("a"),
+                Path::new("b")
+            ),
+            None
+        );
     }
 
     #[test]
     fn markers_are_read_and_nothing_else() {
         let asm = ".text\n.ascii \"->request.q $0\"\n.ascii \"->request_queue.queue_lock $128\"\n\t.ascii \"->bad $x\"\nmov $1, %eax\n";
-        assert_eq!(parse_markers(asm), "request.q 0\nrequest_queue.queue_lock 128\n");
+        assert_eq!(
+            parse_markers(asm),
+            "request.q 0\nrequest_queue.queue_lock 128\n"
+        );
     }
 }

@@ -191,12 +191,18 @@ impl LockFigures {
         if !self.locks.is_empty() {
             let qa = self.locks.get(QUEUE_LOCK).copied().unwrap_or_default();
             let ms = |s: &SiteWait| s.total_ns as f64 / 1e6 / kio;
-            put(F::QlockAddrCountPerKio.suffix().into(), qa.count as f64 / kio);
+            put(
+                F::QlockAddrCountPerKio.suffix().into(),
+                qa.count as f64 / kio,
+            );
             put(F::QlockAddrWaitMsPerKio.suffix().into(), ms(&qa));
             let rest = all.count.saturating_sub(qa.count);
             put(F::OtherLocksCountPerKio.suffix().into(), rest as f64 / kio);
             let rest_ns = all.total_ns.saturating_sub(qa.total_ns);
-            put(F::OtherLocksWaitMsPerKio.suffix().into(), rest_ns as f64 / 1e6 / kio);
+            put(
+                F::OtherLocksWaitMsPerKio.suffix().into(),
+                rest_ns as f64 / 1e6 / kio,
+            );
         }
         let mut fig = |f: F, v: f64| put(f.suffix().into(), v);
         fig(F::QlockWaitSharePct, pct(q.total_ns, all.total_ns));

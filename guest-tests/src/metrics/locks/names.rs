@@ -73,7 +73,8 @@ impl LockNaming {
         if let Some(n) = self.in_queue(addr) {
             return n;
         }
-        let in_image = matches!((self.text, self.end), (Some(t), Some(e)) if (t..e).contains(&addr));
+        let in_image =
+            matches!((self.text, self.end), (Some(t), Some(e)) if (t..e).contains(&addr));
         match self.syms.get(&addr) {
             Some((s, name)) if in_image && *s <= addr => match addr - s {
                 0 => name.clone(),
@@ -126,7 +127,10 @@ sym ffffffff82500000 ffffffff82500000 kmem_lock";
     fn a_lock_is_named_by_its_address() {
         let n = naming(LINES);
         assert_eq!(n.name(0xffff888004a3c000 + 128), QUEUE_LOCK);
-        assert_eq!(n.name(0xffff888004a3c000 + 536), "request_queue.requeue_lock");
+        assert_eq!(
+            n.name(0xffff888004a3c000 + 536),
+            "request_queue.requeue_lock"
+        );
         assert_eq!(n.name(0xffff888004a3c000 + 8), "request_queue+0x8");
         assert_eq!(n.name(0xffff888004a3c000 + 1032), UNNAMED);
         assert_eq!(n.name(0xffffffff82400010), "pool_lock+0x10");
@@ -147,7 +151,14 @@ sym ffffffff82500000 ffffffff82500000 kmem_lock";
     #[test]
     fn malformed_lines_are_refused_not_fatal() {
         let mut n = LockNaming::default();
-        for l in ["offset x", "offset x y", "kernel _text zz", "kernel _mid ff", "sym 1 2", "sym"] {
+        for l in [
+            "offset x",
+            "offset x y",
+            "kernel _text zz",
+            "kernel _mid ff",
+            "sym 1 2",
+            "sym",
+        ] {
             let mut w = l.split_whitespace();
             let kind = w.next().unwrap();
             assert_ne!(n.header(kind, w), Some(true), "{l}");
