@@ -23,6 +23,7 @@ pub mod gitsrc;
 pub mod initramfs;
 pub mod job;
 pub mod kernel;
+pub mod lkmm;
 pub mod manifest;
 pub mod modules;
 pub mod patches;
