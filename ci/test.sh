@@ -54,6 +54,14 @@ step "memory model: every shipped LKMM litmus test of 6.12 and 7.3, then every p
 ordering_start=$(date +%s)
 cargo run -q -p guest-tests -- ordering --every-test --selftest --check
 echo "memory-model step: $(($(date +%s) - ordering_start)) s (the herd7 runs are a few seconds of it)"
+# docs/results/ordering's table, printed again: it must be the committed one, in table.md and
+# in the README.
+table=$(mktemp)
+OUT=$table experiments/ordering-table.sh >/dev/null
+diff -u docs/results/ordering/table.md "$table"
+sed -n '/^<!-- table.md begins -->$/,/^<!-- table.md ends -->$/p' docs/results/ordering/README.md |
+    sed '1d;$d' | diff -u docs/results/ordering/table.md -
+rm -f "$table"
 step "guest images (debian-rt and debian-rt73 kernels + initramfs with static fio)"
 # debian-rt73 (Debian's prebuilt 7.3.4 PREEMPT_RT) comes from trixie-backports through the
 # image builder's private sources list (images/kernels.toml); the host's apt sources stay as
