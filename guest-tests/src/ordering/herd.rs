@@ -67,8 +67,13 @@ impl Observation {
 impl Herd {
     /// `$VB_HERD7`, else the pinned herd7 in `cache` (rule 1).
     pub fn find(cache: &Path) -> Result<Herd, OrderingError> {
-        if let Some(bin) = std::env::var_os("VB_HERD7") {
-            return Herd::with(PathBuf::from(bin), Vec::new());
+        Herd::find_with(cache, std::env::var_os("VB_HERD7").map(PathBuf::from))
+    }
+
+    /// [`Herd::find`] with `$VB_HERD7`'s value given.
+    fn find_with(cache: &Path, own: Option<PathBuf>) -> Result<Herd, OrderingError> {
+        if let Some(bin) = own {
+            return Herd::with(bin, Vec::new());
         }
         let dir = pinned_dir(cache);
         let lib = dir.join("usr/lib/x86_64-linux-gnu");
@@ -304,12 +309,18 @@ mod tests {
 
     #[test]
     fn a_missing_herd7_says_how_to_get_it() {
-        if std::env::var_os("VB_HERD7").is_some() {
-            return;
-        }
         let d = tempfile::tempdir().unwrap();
-        let e = Herd::find(d.path()).unwrap_err().to_string();
+        let e = Herd::find_with(d.path(), None).unwrap_err().to_string();
         assert!(e.contains("ci/fetch-herd7.sh"), "{e}");
+        // A VB_HERD7 that is no herd7: an error, not a herd7 of unknown version.
+        let e = Herd::find_with(d.path(), Some("/bin/true".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-version said"), "{e}");
+        let e = Herd::find_with(d.path(), Some(d.path().join("none")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot start"), "{e}");
     }
 
     #[test]
