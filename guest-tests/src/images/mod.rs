@@ -12,6 +12,7 @@
 //! - `prebuilt/<pkg>_<ver>/`    an extracted prebuilt kernel (its package and `extra` packages)
 //! - `fio/<version>/fio`        the static fio
 //! - `initramfs/<sha256>.cpio`  base initramfs archives
+//! - `lkmm/<pkg>_<ver>/`         a source's tools/memory-model (`lkmm.rs`, for `ordering`)
 //! - `ccache/`                  the compiler cache
 
 pub mod apt;
