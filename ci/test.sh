@@ -29,6 +29,11 @@ fi
 step "QEMU 10 (bookworm-backports, into the cache)"
 ci/fetch-qemu10.sh
 
+# herd7 for the memory-model step below: sid's herdtools7 7.58 with sid's libc and loader,
+# pinned packages unpacked into $VB_CACHE (~1 s, 25 MB; ci/herd7.pin).
+step "herd7 (sid, into the cache)"
+ci/fetch-herd7.sh
+
 step "shellcheck (every *.sh and .ci/run; any finding fails)"
 # -x from the root: the scripts' `# shellcheck source=...` paths are relative to it.
 git ls-files -z -- '*.sh' .ci/run | xargs -0 shellcheck -x
@@ -40,6 +45,23 @@ step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 step "build"
 cargo build --workspace --all-targets
+step "memory model: every shipped LKMM litmus test of 6.12 and 7.3, then every project litmus test"
+# Each line's LKMM (tools/memory-model of linux-source-6.12 and -7.3, through the image builder's
+# download; 7.3's from trixie-backports) judges that line's tests. --selftest runs all the
+# LKMM's own tests first (each must give its documented Result:), --every-test runs each test
+# of images/patches/*/litmus once, --check fails when any answer is not the committed one
+# (each file's Result:). A missing herd7 or model fails this step; it never passes silently.
+ordering_start=$(date +%s)
+cargo run -q -p guest-tests -- ordering --every-test --selftest --check
+echo "memory-model step: $(($(date +%s) - ordering_start)) s (the herd7 runs are a few seconds of it)"
+# docs/results/ordering's table, printed again: it must be the committed one, in table.md and
+# in the README.
+table=$(mktemp)
+OUT=$table experiments/ordering-table.sh >/dev/null
+diff -u docs/results/ordering/table.md "$table"
+sed -n '/^<!-- table.md begins -->$/,/^<!-- table.md ends -->$/p' docs/results/ordering/README.md |
+    sed '1d;$d' | diff -u docs/results/ordering/table.md -
+rm -f "$table"
 step "guest images (debian-rt and debian-rt73 kernels + initramfs with static fio)"
 # debian-rt73 (Debian's prebuilt 7.3.4 PREEMPT_RT) comes from trixie-backports through the
 # image builder's private sources list (images/kernels.toml); the host's apt sources stay as

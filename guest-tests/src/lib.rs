@@ -5,6 +5,7 @@
 //!
 //! - [`paths`], [`suite`]: where things live; suites as data (read by every stage).
 //! - [`images`]: kernels, initramfs, and the per-run initrd ([`images::job`]).
+//! - [`ordering`]: the litmus tests a kernel carries, run with herd7 against its source's LKMM.
 //! - [`launch`]: backend + QEMU; returns the raw results stream and the host's verdict.
 //! - [`agent`]: the guest protocol's framing parser (fed by launch, parses each byte once).
 //! - [`metrics`]: artefact parsers and the metric registry ([`metrics::registry`]).

@@ -208,9 +208,9 @@ pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let mut suite = cfg.boot.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
     let ordering = if suite.spec.judgement.is_some() {
-        cfg.kernel_specs
-            .iter()
-            .map(|k| Some(crate::ordering::record_for(k, &cfg.images)))
+        crate::ordering::records_for(&cfg.kernel_specs, &cfg.images)
+            .into_iter()
+            .map(Some)
             .collect()
     } else {
         vec![None; kernels.len()]

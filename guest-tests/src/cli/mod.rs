@@ -17,6 +17,7 @@ mod check;
 mod compare_cmd;
 mod each;
 mod executor;
+mod ordering;
 mod run;
 mod runs;
 mod table;
@@ -61,6 +62,9 @@ pub enum Cmd {
     Check(check::CheckCmd),
     /// Kernel images and the initramfs: build, list.
     Images(images::cli::ImagesArgs),
+    /// Each kernel's litmus tests under the memory model (LKMM) of its source, run with herd7
+    /// (ci/fetch-herd7.sh): Never / Sometimes per test; exit 0 when they ran, 2 on bad input.
+    Ordering(Box<ordering::OrderingArgs>),
     /// List the suites (with `--variants SUITE`: that suite's variants, one per line).
     Suites {
         #[arg(long, value_name = "SUITE")]
@@ -177,6 +181,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code() as u8),
         },
+        Cmd::Ordering(a) => ordering::ordering_cmd(&a),
         Cmd::Suites {
             variants: Some(name),
         } => match Suite::load(&suite::default_dir(), &name) {

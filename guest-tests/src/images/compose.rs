@@ -34,6 +34,34 @@ pub type Availability<'a> = Vec<(&'a str, Result<(), String>)>;
 impl Manifest {
     /// Resolves a kernel name (module doc) into the variant it builds.
     pub fn variant(&self, name: &str) -> Result<Variant, ImageError> {
+        let (line, comps) = self.parts(name)?;
+        let mut v = Variant {
+            name: name.to_string(),
+            source: line.source.clone(),
+            description: line.description.clone(),
+            fragment: line.fragment.clone(),
+            renames: line.renames.clone(),
+            overlays: Vec::new(),
+            patches: Vec::new(),
+            modules: line.modules.clone(),
+            cmdline: line.cmdline.clone(),
+            boot_trace_events: line.boot_trace_events,
+        };
+        for comp in comps {
+            self.add(&mut v, line, comp)
+                .map_err(|why| ImageError::UnknownVariant {
+                    name: name.to_string(),
+                    why,
+                })?;
+            v.description
+                .push_str(&format!("; + {}: {}", comp.name, comp.description));
+        }
+        Ok(v)
+    }
+
+    /// A kernel name's line and components, in the order written (an alias expanded): the
+    /// names checked (rule 3's unknown or repeated parts), not yet whether they combine.
+    pub fn parts(&self, name: &str) -> Result<(&Line, Vec<&Component>), ImageError> {
         let err = |why: String| ImageError::UnknownVariant {
             name: name.to_string(),
             why,
@@ -66,19 +94,8 @@ impl Manifest {
                     .join(", ")
             ))
         })?;
-        let mut v = Variant {
-            name: name.to_string(),
-            source: line.source.clone(),
-            description: line.description.clone(),
-            fragment: line.fragment.clone(),
-            renames: line.renames.clone(),
-            overlays: Vec::new(),
-            patches: Vec::new(),
-            modules: line.modules.clone(),
-            cmdline: line.cmdline.clone(),
-            boot_trace_events: line.boot_trace_events,
-        };
         let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
         for c in comps {
             if c.is_empty() {
                 return Err(err("an empty component (one '+' too many)".into()));
@@ -96,11 +113,9 @@ impl Manifest {
             if !seen.insert(c) {
                 return Err(err(format!("component '{c}' is written twice")));
             }
-            self.add(&mut v, line, comp).map_err(err)?;
-            v.description
-                .push_str(&format!("; + {c}: {}", comp.description));
+            out.push(comp);
         }
-        Ok(v)
+        Ok((line, out))
     }
 
     /// Adds one component to `v` (rules 1-3).

@@ -128,6 +128,16 @@ pub struct Line {
     /// step, which patches the tracepoints into running kernel text.
     #[serde(default = "default_true")]
     pub boot_trace_events: bool,
+    /// The litmus tests of this line's own code (paths relative to the manifest): what a kernel
+    /// of this line with no ordering-relevant component is checked against (`guest-tests
+    /// ordering`; the component they are reported under is the line's name).
+    #[serde(default)]
+    pub litmus: Vec<PathBuf>,
+    /// The source whose `tools/memory-model` (the LKMM) judges this line's litmus tests; by
+    /// default the line's own source when it is built from source. A prebuilt line names the
+    /// source package of the same kernel.
+    #[serde(default)]
+    pub lkmm: Option<String>,
 }
 
 /// serde's default for boolean facts that hold unless a file says otherwise.
@@ -151,6 +161,18 @@ pub struct Component {
     /// Source lines on which this patch set deliberately does not exist, with the reason.
     #[serde(default)]
     pub absent: BTreeMap<String, String>,
+    /// Litmus tests of the code this patch set leaves (file names in each line's patch_dir, like
+    /// `patches`): what `guest-tests ordering` runs for it.
+    #[serde(default)]
+    pub litmus: Vec<String>,
+    /// Whose litmus tests this component's replace in a kernel that has both: `base` (the line's
+    /// own tests) or component names. The tests of the final code judge a stacked kernel.
+    #[serde(default)]
+    pub litmus_supersedes: Vec<String>,
+    /// Why this patch set needs no litmus test (it changes no ordering the tests are about).
+    /// A patch set with neither `litmus` nor this is "ordering not checked".
+    #[serde(default)]
+    pub litmus_exempt: Option<String>,
 }
 
 impl Component {
@@ -300,6 +322,7 @@ impl Manifest {
         for c in &self.components {
             self.validate_component(c)?;
         }
+        self.validate_litmus()?;
         for (alias, target) in &self.aliases {
             let first = target.split('+').next().unwrap_or_default();
             if self.aliases.contains_key(first) {
@@ -483,5 +506,6 @@ fn validate_source(name: &str, s: &Source) -> Result<(), String> {
     Ok(())
 }
 
+pub mod litmus;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@
 //! - `prebuilt/<pkg>_<ver>/`    an extracted prebuilt kernel (its package and `extra` packages)
 //! - `fio/<version>/fio`        the static fio
 //! - `initramfs/<sha256>.cpio`  base initramfs archives
+//! - `lkmm/<pkg>_<ver>/`         a source's tools/memory-model (`lkmm.rs`, for `ordering`)
 //! - `ccache/`                  the compiler cache
 
 pub mod apt;
@@ -23,6 +24,7 @@ pub mod gitsrc;
 pub mod initramfs;
 pub mod job;
 pub mod kernel;
+pub mod lkmm;
 pub mod manifest;
 pub mod modules;
 pub mod patches;

@@ -443,3 +443,133 @@ fn the_7_3_line_has_every_seed_000_version_and_its_controls() {
     let e = m.variant("rt+seed000-v8").unwrap_err().to_string();
     assert!(e.contains("on 6.12 use seed000-v7"), "{e}");
 }
+
+#[test]
+fn litmus_fields_are_checked() {
+    let d = fixture();
+    for f in [
+        "p/a/x.litmus",
+        "p/b/x.litmus",
+        "p/a/y.litmus",
+        "base.litmus",
+    ] {
+        std::fs::write(d.path().join(f), "C t\n").unwrap();
+    }
+    let parse =
+        |more: &str, edit: &dyn Fn(String) -> String| Manifest::parse(&edit(text(more)), d.path());
+    let x = "name = \"x\"\npatches = [\"x.patch\"]";
+    let with_x = |extra: &'static str| move |t: String| t.replace(x, &format!("{x}\n{extra}"));
+    // Good: tests on a line and a component, an exemption, a prebuilt line's model.
+    let m = parse("", &|t| {
+        let t = with_x("litmus = [\"x.litmus\"]\nlitmus_supersedes = [\"base\", \"y\"]")(t);
+        let t = t.replace(
+            "patch_dir = \"p/a\"",
+            "patch_dir = \"p/a\"\nlitmus = [\"base.litmus\"]",
+        );
+        let t = t.replace(
+            "name = \"y\"\npatches = [\"y.patch\"]",
+            "name = \"y\"\npatches = [\"y.patch\"]\nlitmus_exempt = \"why\"",
+        );
+        t.replace(
+            "cmdline = \"log_buf_len=4M\"",
+            "cmdline = \"log_buf_len=4M\"\nlkmm = \"src\"\nlitmus = [\"base.litmus\"]",
+        )
+    })
+    .unwrap();
+    assert_eq!(m.component("x").unwrap().litmus, ["x.litmus"]);
+    let pre = m.line("pre").unwrap();
+    assert_eq!(m.lkmm_source(pre).map(|s| s.0), Some("src"));
+    assert_eq!(
+        m.lkmm_source(m.line("b").unwrap()).map(|s| s.0),
+        Some("src")
+    );
+    // Bad: each with its reason.
+    let cases: Vec<Case> = vec![
+        (
+            Box::new(with_x("litmus = [\"nope.litmus\"]")),
+            "nope.litmus not found",
+        ),
+        (
+            Box::new(with_x("litmus = [\"../x.litmus\"]")),
+            "relative to each line's patch_dir",
+        ),
+        (
+            Box::new(with_x("litmus = [\"x.patch\"]")),
+            "must be a .litmus file",
+        ),
+        (
+            Box::new(with_x("litmus = [\"x.litmus\"]\nlitmus_exempt = \"why\"")),
+            "not both",
+        ),
+        (Box::new(with_x("litmus_exempt = \" \"")), "must say why"),
+        (
+            Box::new(with_x("litmus_supersedes = [\"base\"]")),
+            "needs litmus tests of its own",
+        ),
+        (
+            Box::new(with_x(
+                "litmus = [\"x.litmus\"]\nlitmus_supersedes = [\"zz\"]",
+            )),
+            "names 'zz'",
+        ),
+        (
+            Box::new(with_x(
+                "litmus = [\"x.litmus\"]\nlitmus_supersedes = [\"x\"]",
+            )),
+            "names 'x'",
+        ),
+        (
+            Box::new(|t: String| {
+                t.replace(
+                    "overlay = \"wide.config\"",
+                    "overlay = \"wide.config\"\nlitmus_exempt = \"w\"",
+                )
+            }),
+            "only patch sets",
+        ),
+        (
+            Box::new(|t: String| t.replace("name = \"off\"", "name = \"base\"")),
+            "pick another name",
+        ),
+        (
+            Box::new(|t: String| {
+                t.replace(
+                    "cmdline = \"log_buf_len=4M\"",
+                    "cmdline = \"x\"\nlitmus = [\"base.litmus\"]",
+                )
+            }),
+            "need a model",
+        ),
+        (
+            Box::new(|t: String| {
+                t.replace(
+                    "cmdline = \"log_buf_len=4M\"",
+                    "cmdline = \"x\"\nlkmm = \"pre\"",
+                )
+            }),
+            "lkmm 'pre' must name a source built from source",
+        ),
+        (
+            Box::new(|t: String| {
+                t.replace(
+                    "patch_dir = \"p/a\"",
+                    "patch_dir = \"p/a\"\nlitmus = [\"gone.litmus\"]",
+                )
+            }),
+            "gone.litmus not found",
+        ),
+    ];
+    for (edit, want) in cases {
+        let e = parse("", &*edit).unwrap_err();
+        assert!(e.contains(want), "want '{want}' in: {e}");
+    }
+    // y.litmus exists on line a only: a component carrying it must be absent on b.
+    let e = parse("", &|t| {
+        t.replace(
+            "name = \"y\"\npatches = [\"y.patch\"]\nabsent = { b = \"y was never ported\" }",
+            "name = \"y\"\npatches = [\"x.patch\"]\nlitmus = [\"y.litmus\"]",
+        )
+    })
+    .unwrap_err();
+    assert!(e.contains("on line 'b'") && e.contains("y.litmus"), "{e}");
+}

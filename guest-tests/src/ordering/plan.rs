@@ -1,0 +1,214 @@
+//! Which litmus tests judge a kernel, and what in it is not checked.
+//!
+//! Rules:
+//! 1. A kernel `LINE(+COMPONENT)*` carries its line's own tests (reported under the line's name,
+//!    superseded as `base`) and each component's (`litmus` in images/kernels.toml, files in the
+//!    line's patch_dir). A component's `litmus_supersedes` drops the tests of the parts it names
+//!    when they are in the same kernel: a stacked kernel is judged by the tests of its final
+//!    code, so `rt+seed000+seed000-paired` by seed000-paired's, not seed000's, nor the base's.
+//! 2. A user's `patch:FILE` carries the tests beside it: `FILE` with the extension `.litmus`
+//!    (`fix.patch` -> `fix.litmus`) and every `*.litmus` in `FILE` with the extension
+//!    `.litmus.d` (`fix.litmus.d/`); a `tree:PATH` kernel likewise `PATH.litmus` and
+//!    `PATH.litmus.d/`. A tree's code is its own, so it carries none of the line's tests. Such a
+//!    test's header may say `Supersedes: base COMPONENT...`.
+//! 3. Not checked ("ordering not checked"): a patch set with neither tests nor
+//!    `litmus_exempt`, a user patch or tree with no test beside it, a line without tests of
+//!    its own: unless what they changed is superseded by a part that has tests. Config
+//!    overlays and command-line words change no code.
+//! 4. The model: a tree's own tools/memory-model; else the line's (`lkmm`, by default its
+//!    source).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::images::manifest::litmus::BASE_TESTS;
+use crate::images::manifest::Manifest;
+use crate::images::spec::{Base, KernelSpec};
+
+use super::litmus::{parse_header, Header};
+use super::OrderingError;
+
+/// Whose memory model judges the kernel (rule 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelOf {
+    /// A source of the manifest.
+    Source(String),
+    Tree {
+        path: PathBuf,
+        rev: Option<String>,
+    },
+    /// A line without a model (a prebuilt line without `lkmm`): nothing can be checked.
+    Nothing,
+}
+
+/// One litmus test a kernel carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Test {
+    /// The part it belongs to: the line's name, a component, `patch:FILE` or `tree:PATH`.
+    pub component: String,
+    pub file: PathBuf,
+    pub header: Header,
+}
+
+impl Test {
+    /// The file's stem, the test's name in the results.
+    pub fn stem(&self) -> String {
+        self.file
+            .file_stem()
+            .map_or(String::new(), |s| s.to_string_lossy().into_owned())
+    }
+}
+
+/// What `guest-tests ordering` runs for one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub kernel: String,
+    pub model: ModelOf,
+    pub tests: Vec<Test>,
+    pub unchecked: Vec<String>,
+}
+
+/// One part of a kernel that changes code: its tests (maybe none) and whose it supersedes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// As reported (`rt`, `seed000`, `patch:fix.patch`).
+    pub label: String,
+    /// As superseded (`base` for the line's own tests, else the label).
+    pub key: String,
+    pub tests: Vec<Test>,
+    pub supersedes: Vec<String>,
+    /// Carries no tests and needs none (`litmus_exempt`).
+    pub exempt: bool,
+}
+
+/// Rules 1 and 3 on the parts of a kernel, in order: the tests that judge it and the parts not
+/// checked.
+pub fn resolve(parts: Vec<Part>) -> (Vec<Test>, Vec<String>) {
+    let gone: BTreeSet<String> = parts
+        .iter()
+        .filter(|p| !p.tests.is_empty())
+        .flat_map(|p| p.supersedes.iter().cloned())
+        .collect();
+    let mut tests = Vec::new();
+    let mut unchecked = Vec::new();
+    for p in parts.into_iter().filter(|p| !gone.contains(&p.key)) {
+        if p.tests.is_empty() && !p.exempt {
+            unchecked.push(p.label);
+        }
+        tests.extend(p.tests);
+    }
+    (tests, unchecked)
+}
+
+fn read_test(component: &str, file: PathBuf) -> Result<Test, OrderingError> {
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| OrderingError::Input(format!("litmus test {}: {e}", file.display())))?;
+    let header = parse_header(&text)
+        .map_err(|msg| OrderingError::Input(format!("litmus test {}: {msg}", file.display())))?;
+    Ok(Test {
+        component: component.to_string(),
+        file,
+        header,
+    })
+}
+
+fn read_all(component: &str, files: Vec<PathBuf>) -> Result<Vec<Test>, OrderingError> {
+    files.into_iter().map(|f| read_test(component, f)).collect()
+}
+
+/// The litmus files beside a user's patch or tree (rule 2).
+pub fn beside(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let one = p.with_extension("litmus");
+    if one.is_file() && one != p {
+        out.push(one);
+    }
+    if let Ok(d) = std::fs::read_dir(p.with_extension("litmus.d")) {
+        let mut more: Vec<PathBuf> = d
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "litmus"))
+            .collect();
+        more.sort();
+        out.extend(more);
+    }
+    out
+}
+
+fn user_part(label: String, at: &Path) -> Result<Part, OrderingError> {
+    let tests = read_all(&label, beside(at))?;
+    let supersedes = tests
+        .iter()
+        .flat_map(|t| t.header.supersedes.iter().cloned())
+        .collect();
+    Ok(Part {
+        key: label.clone(),
+        label,
+        tests,
+        supersedes,
+        exempt: false,
+    })
+}
+
+/// The plan of one kernel (module doc). `spec` must have passed [`KernelSpec::check`].
+pub fn plan(m: &Manifest, spec: &KernelSpec) -> Result<Plan, OrderingError> {
+    let (model, mut parts) = match &spec.base {
+        Base::Tree { path, rev } => (
+            ModelOf::Tree {
+                path: path.clone(),
+                rev: rev.clone(),
+            },
+            vec![user_part(format!("tree:{}", path.display()), path)?],
+        ),
+        Base::Variant(name) => manifest_parts(m, name)?,
+    };
+    for p in &spec.patches {
+        parts.push(user_part(format!("patch:{}", p.display()), p)?);
+    }
+    let (tests, unchecked) = resolve(parts);
+    if model == ModelOf::Nothing && !tests.is_empty() {
+        return Err(OrderingError::Input(format!(
+            "kernel '{}': its line has no memory model (set lkmm in images/kernels.toml)",
+            spec.text
+        )));
+    }
+    Ok(Plan {
+        kernel: spec.label.clone(),
+        model,
+        tests,
+        unchecked,
+    })
+}
+
+/// A manifest kernel's model and parts: its line's own tests, then each patch set's.
+fn manifest_parts(m: &Manifest, name: &str) -> Result<(ModelOf, Vec<Part>), OrderingError> {
+    let (line, comps) = m
+        .parts(name)
+        .map_err(|e| OrderingError::Input(e.to_string()))?;
+    let files = line.litmus.iter().map(|f| m.path(f)).collect();
+    let mut parts = vec![Part {
+        label: line.name.clone(),
+        key: BASE_TESTS.to_string(),
+        tests: read_all(&line.name, files)?,
+        supersedes: Vec::new(),
+        exempt: false,
+    }];
+    let dir = m.path(line.patch_dir.as_deref().unwrap_or(Path::new("")));
+    for c in comps.iter().filter(|c| !c.patches.is_empty()) {
+        let files = c.litmus.iter().map(|f| dir.join(f)).collect();
+        parts.push(Part {
+            label: c.name.clone(),
+            key: c.name.clone(),
+            tests: read_all(&c.name, files)?,
+            supersedes: c.litmus_supersedes.clone(),
+            exempt: c.litmus_exempt.is_some(),
+        });
+    }
+    let model = match m.lkmm_source(line) {
+        Some((name, _)) => ModelOf::Source(name.to_string()),
+        None => ModelOf::Nothing,
+    };
+    Ok((model, parts))
+}
+
+#[cfg(test)]
+mod tests;
