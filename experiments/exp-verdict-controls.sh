@@ -32,11 +32,14 @@ if [ "${HOG:-0}" = 1 ]; then
     HOG_PID=$!
 fi
 
+# The CPU lock for the whole experiment: no other job of this machine's lock users between boots.
+exec 9>"$LOCK"
+flock 9
 bad=0
 for i in $(seq 1 "$RUNS"); do
     dir=$OUT/run$i
     echo "== run $i of $RUNS: $REPEAT boots per kernel ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg), hog ${HOG:-0})"
-    flock "$LOCK" "$GT" run --kernels "$KERNELS" --suite seed000-scale --variant "$VARIANT" \
+    "$GT" run --kernels "$KERNELS" --suite seed000-scale --variant "$VARIANT" \
         --repeat "$REPEAT" --design interleaved --no-progress --out "$dir" | grep -v '^|' || true
     "$GT" report "$dir" >/dev/null
     "$GT" check judgement "$dir" \
