@@ -16,9 +16,10 @@
 //! 3. Effect, per metric (direction from the registry): `worse` when the ratio is on the bad side
 //!    beyond the margin and Welch's p is below 0.05 / k (Bonferroni over the k effects: the
 //!    chance that a kernel as good as the baseline is called worse stays below 5 %), `unclear`
-//!    when it is on the bad side beyond the margin without that p (these boots cannot rule the
-//!    loss out), `better` when it is on the good side with p below 0.05 / k, else `same`. The
-//!    interval shown stays the 95 % one.
+//!    when it is on the bad side beyond the margin with p below 0.05 but not below 0.05 / k (a
+//!    loss the test of that effect alone would report: these boots cannot rule it out),
+//!    `better` when it is on the good side with p below 0.05 / k, else `same`. The interval
+//!    shown stays the 95 % one.
 //! 4. Ordering (the kernel memory model, recorded per run at `run` time): unsafe on any
 //!    `Sometimes`; "not checked" when the runs carry no check or a component carries no test.
 //! 5. The judgement: `unsafe` (ordering), else `worse` (an effect worse, or the mechanism
@@ -97,7 +98,8 @@ impl Class {
             Class::Better => "better",
             Class::Same => "not significantly different",
             Class::Unclear => {
-                "worse beyond the margin, not significant: a loss these boots cannot rule out"
+                "worse beyond the margin at p < 0.05, not after the correction for every effect: \
+                 a loss these boots cannot rule out"
             }
             Class::Worse => "worse",
         }
@@ -210,13 +212,14 @@ pub fn effect_class(r: Option<&RatioCi>, better: Better, margin: f64, alpha: f64
         return Class::Same;
     };
     let significant = r.p.is_some_and(|p| p < alpha);
+    let suggested = r.p.is_some_and(|p| p < EFFECT_ALPHA);
     let (worse_side, beyond) = match better {
         Better::Lower => (r.ratio > 1.0, r.ratio > 1.0 + margin),
         _ => (r.ratio < 1.0, r.ratio < 1.0 - margin),
     };
     if significant && worse_side && beyond {
         Class::Worse
-    } else if worse_side && beyond {
+    } else if suggested && worse_side && beyond {
         Class::Unclear
     } else if significant && !worse_side {
         Class::Better
