@@ -108,9 +108,9 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
     match k.decided_by.as_str() {
         "ordering" => format!("{j}, decided by the memory model: whatever the measurements say, a request can be stranded"),
         "effect" => format!(
-            "{j}, decided by the effect: {} against {base}, beyond the {} % margin",
+            "{j}, decided by the effect: {} against {base}, beyond the {:.0} % margin",
             worse.join("; "),
-            fmt_num(spec.effect_margin * 100.0)
+            spec.effect_margin * 100.0
         ),
         "mechanism increased" => format!(
             "{j}, decided by the mechanism: the request irq threads wait more than on {base}"
@@ -118,14 +118,14 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
         "too few boots" => format!("{j}: fewer than 2 boots of a kernel, no interval"),
         "effect unclear" => format!(
             "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but {} \
-             beyond the {} % margin without significance: these boots cannot rule out a loss",
+             beyond the {:.0} % margin without significance: these boots cannot rule out a loss",
             k.effects
                 .iter()
                 .filter(|e| e.class == Class::Unclear)
                 .map(|e| format!("`{}` is at {}", e.metric, ratio_words(e.ratio.as_ref())))
                 .collect::<Vec<_>>()
                 .join(" and "),
-            fmt_num(spec.effect_margin * 100.0)
+            spec.effect_margin * 100.0
         ),
         "mechanism reduced" => format!(
             "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
