@@ -118,7 +118,8 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
         "too few boots" => format!("{j}: fewer than 2 boots of a kernel, no interval"),
         "effect unclear" => format!(
             "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but {} \
-             beyond the {:.0} % margin without significance: these boots cannot rule out a loss",
+             beyond the {:.0} % margin at p < 0.05 (not after the correction for every effect): \
+             these boots cannot rule out a loss",
             k.effects
                 .iter()
                 .filter(|e| e.class == Class::Unclear)
