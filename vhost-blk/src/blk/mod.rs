@@ -33,6 +33,8 @@ pub struct BlkOptions {
     pub queue_size: u16,
     pub block_size: u32,
     pub serial: String,
+    /// Start (and come back after a device reset) with the write cache off.
+    pub writethrough: bool,
 }
 
 /// virtio-blk over a [`Storage`].
@@ -47,10 +49,11 @@ pub struct BlkPersonality {
 
 impl BlkPersonality {
     pub fn new(storage: Arc<dyn Storage>, opts: BlkOptions) -> Self {
+        let writeback = AtomicBool::new(!opts.writethrough);
         Self {
             storage,
             opts,
-            writeback: AtomicBool::new(true),
+            writeback,
             acked: AtomicU64::new(0),
         }
     }

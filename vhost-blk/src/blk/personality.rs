@@ -94,7 +94,8 @@ impl Personality for BlkPersonality {
     }
 
     fn reset(&self) {
-        self.writeback.store(true, Ordering::Relaxed);
+        self.writeback
+            .store(!self.opts.writethrough, Ordering::Relaxed);
     }
 
     fn process(&self, _queue: usize, chain: Chain) -> Outcome<BlkKind> {
