@@ -14,7 +14,8 @@
 //! 3. For each block with a covered write, the newest covered write `L` of that block: the
 //!    block must hold, byte for byte, the pattern of `L` or of a later write of the block's
 //!    writer (acknowledged or not: a write in flight at a kill may have reached the image).
-//!    An older write's pattern is a **lost** write; anything else is a **corrupt** block.
+//!    An older write's pattern, or zeros (the block as it was before any write), is a **lost**
+//!    write; anything else is a **corrupt** block.
 //! 4. Blocks with no covered write are not judged (zeros or any write of theirs may be there).
 
 use std::collections::BTreeMap;
@@ -60,7 +61,7 @@ pub struct KillReport {
     pub covered_writes: u64,
     /// Blocks judged (rule 3).
     pub blocks_checked: u64,
-    /// Blocks holding an older write than the newest covered one.
+    /// Blocks holding an older write than the newest covered one, or zeros.
     pub lost: u64,
     /// Blocks holding neither.
     pub corrupt: u64,
@@ -169,6 +170,12 @@ pub fn judge(stream: &[u8], image: &Path) -> Result<KillReport, String> {
                     None
                 }
             }
+            _ if buf.iter().all(|&b| b == 0) => {
+                rep.lost += 1;
+                Some(format!(
+                    "block {blk}: zeros, the covered write {seq} of writer {w} lost"
+                ))
+            }
             _ => {
                 rep.corrupt += 1;
                 let first = String::from_utf8_lossy(buf.get(..63).unwrap_or_default());
@@ -237,10 +244,10 @@ mod tests {
         );
         assert_eq!((r.lost, r.corrupt, r.newer), (0, 0, 1));
         assert!(r.ok() && !r.finished, "{r:?}");
-        // Block 5 still zero: its covered write is missing (corrupt: not even an older one).
+        // Block 5 still zero: its covered write is missing.
         let img = image(&[(4, pattern(4, 2, 0))]);
         let r = judge(&stream(RUN), img.path()).unwrap();
-        assert_eq!((r.lost, r.corrupt), (0, 1));
+        assert_eq!((r.lost, r.corrupt), (1, 0));
         assert!(!r.ok());
         // An older write of block 4 than the covered one: lost.
         let mut s = stream(&RUN[..1]);
@@ -271,7 +278,7 @@ mod tests {
         let img = image(&[(4, pattern(4, 2, 0)), (5, pattern(5, 1, 1))]);
         let r = judge(&s, img.path()).unwrap();
         assert_eq!((r.covered_writes, r.blocks_checked), (4, 3), "{r:?}");
-        assert_eq!(r.corrupt, 1, "block 7's acknowledged write is missing");
+        assert_eq!(r.lost, 1, "block 7's acknowledged write is missing");
         let img = image(&[
             (4, pattern(4, 2, 0)),
             (5, pattern(5, 1, 1)),
