@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! vhost-blk-replay check    --image START --log LOG [--every N]   e2fsck at every flush point
-//! vhost-blk-replay selftest --image START --log LOG [--points N]  one write moved past its flush
+//! vhost-blk-replay selftest --image START --log LOG [--points N] [--past N|all]
+//!                                                                   one write moved past its flush
 //! vhost-blk-replay dump     --log LOG                              what the log holds
 //! ```
 //!
@@ -66,9 +67,12 @@ enum Cmd {
         image: PathBuf,
         #[arg(long)]
         log: PathBuf,
-        /// Flush points to try.
+        /// Flush points to try, the latest first.
         #[arg(long, default_value_t = 50)]
         points: usize,
+        /// Flushes each write is moved past: a number, or `all` (the write never lands).
+        #[arg(long, default_value = "1", value_parser = parse_past)]
+        past: usize,
         #[arg(long, default_value = "e2fsck")]
         e2fsck: PathBuf,
     },
@@ -77,6 +81,17 @@ enum Cmd {
         #[arg(long)]
         log: PathBuf,
     },
+}
+
+/// `--past`: a count of flushes (at least 1) or `all`.
+fn parse_past(s: &str) -> Result<usize, String> {
+    match s {
+        "all" => Ok(usize::MAX),
+        _ => match s.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err("a number of flushes (at least 1) or `all`".into()),
+        },
+    }
 }
 
 fn end_text(end: LogEnd) -> String {
@@ -140,9 +155,19 @@ fn check(image: &Path, log: &Log, every: usize, e2fsck: PathBuf) -> Result<bool,
     Ok(dirty.is_empty() && !results.is_empty())
 }
 
-fn selftest(image: &Path, log: &Log, points: usize, e2fsck: PathBuf) -> Result<bool, String> {
+fn selftest(
+    image: &Path,
+    log: &Log,
+    (points, past): (usize, usize),
+    e2fsck: PathBuf,
+) -> Result<bool, String> {
     let c = Checker::new(e2fsck)?;
-    let (found, tried) = replay::selftest(&c, image, log, points)?;
+    let (found, tried) = replay::selftest(&c, image, log, points, past)?;
+    let past_text = if past == usize::MAX {
+        "every later flush (lost)".to_string()
+    } else {
+        format!("{past} flush(es)")
+    };
     let json = match &found {
         Some(m) => {
             println!(
@@ -162,10 +187,11 @@ fn selftest(image: &Path, log: &Log, points: usize, e2fsck: PathBuf) -> Result<b
         }
         None => {
             println!(
-                "no write moved past its flush made the check fail ({tried} moves over {} flush points): the checker cannot tell",
+                "no write moved past {past_text} made the check fail ({tried} moves over {} flush points): the checker cannot tell",
                 points.min(log.flushes().len())
             );
-            serde_json::json!({"detected": false, "tried": tried})
+            serde_json::json!({"detected": false, "tried": tried,
+                "past": if past == usize::MAX { serde_json::json!("all") } else { serde_json::json!(past) }})
         }
     };
     println!("SELFTEST-RESULT {json}");
@@ -192,11 +218,12 @@ fn run(cli: Cli) -> Result<bool, String> {
             image,
             log,
             points,
+            past,
             e2fsck,
         } => {
             let log = Log::load(&log)?;
             dump(&log);
-            selftest(&image, &log, points, e2fsck)
+            selftest(&image, &log, (points, past), e2fsck)
         }
     }
 }

@@ -11,8 +11,9 @@
 //! 3. The check at a flush point: a copy of the image there, its journal replayed as a mount
 //!    would (`e2fsck -E journal_only -y`), then `e2fsck -fn`: clean is exit status 0.
 //! 4. The self-test: one write moved past the flush that follows it (the order a device that
-//!    ignored the flush could leave), for each write before a flush point, latest first,
-//!    flush point after flush point, until the check fails at that flush point; the checker
+//!    ignored the flush could leave), or past `past` flushes (`--past all`: past every later
+//!    one: the write lost), for each write before a flush point, flush points latest first,
+//!    until the check fails at the last flush point the write is missing from; the checker
 //!    passes its self-test only if one does.
 
 use std::fs::{File, OpenOptions};
@@ -212,31 +213,50 @@ pub struct Moved {
     pub offset: u64,
     pub len: u64,
     pub flush_seq: u64,
+    /// The flush point checked (1-based).
     pub point: usize,
     pub fsck: Fsck,
     /// Moves tried.
     pub tried: usize,
 }
 
-/// Rule 4, over at most `max_points` flush points. `Ok(None)`: no moved write was noticed.
+/// Rule 4 over at most `max_points` flush points, the latest first: each write of the window
+/// before a flush is moved past `past` flushes (usize::MAX: past every later one, i.e. lost)
+/// and the check runs at the last flush point it is missing from. `Ok((None, tried))`: no
+/// moved write was noticed.
 pub fn selftest(
     c: &Checker,
     start: &Path,
     log: &Log,
     max_points: usize,
+    past: usize,
 ) -> Result<(Option<Moved>, usize), String> {
-    let (work, img) = c.copy(start, "work.img")?;
+    let flushes = log.flushes();
+    let n = flushes.len();
     let mut tried = 0;
-    let mut prev = 0;
-    for (k, &fi) in log.flushes().iter().enumerate().take(max_points) {
+    for k in (0..n).rev().take(max_points) {
+        let fi = flushes.get(k).copied().unwrap_or(0);
+        let prev = k
+            .checked_sub(1)
+            .and_then(|p| flushes.get(p))
+            .copied()
+            .unwrap_or(0);
+        let target = k.saturating_add(past.max(1) - 1).min(n - 1);
+        let end = flushes.get(target).copied().unwrap_or(fi);
+        let (base, bimg) = c.copy(start, "base.img")?;
+        for e in log.entries.get(..prev).unwrap_or_default() {
+            apply(&bimg, e).map_err(|e| format!("replaying: {e}"))?;
+        }
+        drop(bimg);
         let window = log.entries.get(prev..fi).unwrap_or_default();
         for (j, moved) in window.iter().enumerate().rev() {
             if moved.rec.kind != Kind::Write {
                 continue;
             }
             tried += 1;
-            let (cand, cimg) = c.copy(&work, "moved.img")?;
-            for (i, e) in window.iter().enumerate() {
+            let (cand, cimg) = c.copy(&base, "moved.img")?;
+            let rest = log.entries.get(prev..end).unwrap_or_default();
+            for (i, e) in rest.iter().enumerate() {
                 if i != j {
                     apply(&cimg, e).map_err(|e| format!("replaying: {e}"))?;
                 }
@@ -244,24 +264,18 @@ pub fn selftest(
             drop(cimg);
             let fsck = c.fsck(&cand)?;
             if !fsck.clean {
-                let flush_seq = log.entries.get(fi).map_or(0, |e| e.rec.seq);
                 let m = Moved {
                     write_seq: moved.rec.seq,
                     offset: moved.rec.offset,
                     len: moved.rec.len,
-                    flush_seq,
-                    point: k + 1,
+                    flush_seq: log.entries.get(fi).map_or(0, |e| e.rec.seq),
+                    point: target + 1,
                     fsck,
                     tried,
                 };
                 return Ok((Some(m), tried));
             }
         }
-        for e in window {
-            apply(&img, e).map_err(|e| format!("replaying: {e}"))?;
-        }
-        prev = fi;
     }
-    drop(work);
     Ok((None, tried))
 }
