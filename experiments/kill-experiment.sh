@@ -14,8 +14,9 @@
 # Each boot takes the shared CPU lock itself (about 30-90 s of TCG each). Environment: TARGETS
 # ("backend qemu both"), DEVICES ("blk scsi"), VARIANTS ("cache direct writethrough
 # direct-writethrough"), KILLS (20 per mode and target), OUT (docs/results/data-guarantees/kills),
-# RUN_BASE (target/kill-experiment). SCSI backend kills run on QEMU 10 (ci/fetch-qemu10.sh),
-# everything else on the system's QEMU 7.2.
+# RUN_BASE (target/kill-experiment), MAX_SECONDS (start no boot after this many seconds: a
+# partial run whose table covers the boots done). SCSI backend kills run on QEMU 10
+# (ci/fetch-qemu10.sh), everything else on the system's QEMU 7.2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=${TARGETS:-backend qemu both}
@@ -30,6 +31,7 @@ case "$targets $devices" in *backend*scsi*) ci/fetch-qemu10.sh >/dev/null ;; esa
 flock "$lock" cargo build -q -p vhost-blk -p guest-tests
 flock "$lock" cargo test -q -p guest-tests --test booted_kill --no-run
 failed=0
+started=$(date +%s)
 for target in $targets; do
     per_boot=1
     [ "$target" = backend ] && per_boot=10
@@ -39,6 +41,10 @@ for target in $targets; do
         [ "$target-$dev" = backend-scsi ] && qemu=10
         for v in $variants; do
             for i in $(seq 1 "$boots"); do
+                if [ -n "${MAX_SECONDS:-}" ] && [ $(($(date +%s) - started)) -ge "$MAX_SECONDS" ]; then
+                    echo "kill-experiment: MAX_SECONDS reached, no further boot"
+                    break 3
+                fi
                 name="$target-$dev-$v-$i"
                 seed=$((1000 + i))
                 status=0
