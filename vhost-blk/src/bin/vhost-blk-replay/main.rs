@@ -168,11 +168,16 @@ fn selftest(
     } else {
         format!("{past} flush(es)")
     };
+    let past_json = if past == usize::MAX {
+        serde_json::json!("all")
+    } else {
+        serde_json::json!(past)
+    };
     let json = match &found {
         Some(m) => {
             println!(
-                "write record {} ({} bytes at {}) moved past flush record {} (flush point {}): \
-                 the check FAILS, as it must (e2fsck status {:?}: {}); {} moves tried",
+                "write record {} ({} bytes at {}) moved past {past_text} from flush record {}: \
+                 the check at flush point {} FAILS, as it must (e2fsck status {:?}: {}); {} moves tried",
                 m.write_seq,
                 m.len,
                 m.offset,
@@ -182,7 +187,7 @@ fn selftest(
                 m.fsck.output,
                 m.tried
             );
-            serde_json::json!({"detected": true, "write_seq": m.write_seq,
+            serde_json::json!({"detected": true, "write_seq": m.write_seq, "past": past_json,
                 "flush_seq": m.flush_seq, "point": m.point, "tried": m.tried})
         }
         None => {
@@ -191,7 +196,7 @@ fn selftest(
                 points.min(log.flushes().len())
             );
             serde_json::json!({"detected": false, "tried": tried,
-                "past": if past == usize::MAX { serde_json::json!("all") } else { serde_json::json!(past) }})
+                "past": past_json})
         }
     };
     println!("SELFTEST-RESULT {json}");
