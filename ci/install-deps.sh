@@ -16,6 +16,7 @@ PKGS=(
     ccache build-essential bc bison flex libelf-dev libssl-dev   # kernel builds
     dpkg-dev libaio-dev zlib1g-dev       # apt-get source / dpkg-source, static fio
     xz-utils file patch git ca-certificates python3
+    e2fsprogs gzip                       # the write log's ext4 (mkfs.ext4 in a suite's prepare) and replay checker (e2fsck)
     debian-archive-keyring               # with trixie's keys: the 7.3 kernels' private trixie-backports list
     slurm-wlm munge                      # the single-node Slurm cluster of the --executor slurm test
     shellcheck                           # ci/test.sh lints every shell script with it

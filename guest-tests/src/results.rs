@@ -5,6 +5,7 @@
 pub mod checks;
 mod derive;
 mod judge;
+pub mod kills;
 mod launched;
 mod load;
 mod provenance;
@@ -312,7 +313,20 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
 /// becomes `_`, and a leading dot is replaced, so a guest cannot write outside `dir`).
 pub fn save_artifacts(dir: &Path, artifacts: &[Artifact]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    // The kill-test writer sends one `kw` record per acknowledged write: kept as one file, a
+    // record per line, not thousands of files (results.bin keeps them framed).
+    let kw: Vec<u8> = artifacts
+        .iter()
+        .filter(|a| a.name == "kw" && a.complete)
+        .flat_map(|a| a.data.iter().copied().chain([b'\n']))
+        .collect();
+    if !kw.is_empty() {
+        std::fs::write(dir.join("kw"), kw)?;
+    }
     for (i, a) in artifacts.iter().enumerate() {
+        if a.name == "kw" && a.complete {
+            continue;
+        }
         let mut name: String = a
             .name
             .chars()

@@ -217,6 +217,10 @@ pub struct SuiteSpec {
     /// Oldest QEMU the suite runs on, `MAJOR.MINOR` (e.g. `8.2`: vhost-user-scsi reconnect);
     /// checked against the binary's version before a boot (launch::qemus, rule 3).
     pub min_qemu: Option<String>,
+    /// Host commands run in order before the backend starts (argv each; `{run_dir}` and
+    /// `{seed}` replaced), e.g. making a file system on the image; one that fails fails the run.
+    #[serde(default)]
+    pub prepare: Vec<Vec<String>>,
 }
 
 /// `[restarts]`: the external backend is SIGKILLed `kills` times while the guest runs and
@@ -233,6 +237,27 @@ pub struct RestartSettings {
     /// not completed (its stats file, rewritten on SIGUSR1), at most 10 s (launch::restart).
     #[serde(default)]
     pub in_flight_at_least: u32,
+    /// What is killed: the backend (restarted each time), QEMU, or both at once (the run ends
+    /// there; `kills` must be 1).
+    #[serde(default)]
+    pub target: KillTarget,
+    /// Each kill happens up to this many seconds later than its schedule, uniformly at random
+    /// (from the run's seed): kills at random points of the guest's work.
+    #[serde(default)]
+    pub jitter_s: f64,
+}
+
+/// What `[restarts]` kills.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillTarget {
+    /// The backend, started again on the same socket after each kill.
+    #[default]
+    Backend,
+    /// QEMU (the guest dies; the backend serves on and is stopped with the run).
+    Qemu,
+    /// The backend and QEMU, one right after the other.
+    Both,
 }
 
 fn default_size_mib() -> u64 {
@@ -426,6 +451,15 @@ fn validate_restarts(s: &SuiteSpec) -> Result<(), String> {
                     .into(),
             );
         }
+        if !secs(r.jitter_s) {
+            return Err("[restarts]: jitter_s in seconds".into());
+        }
+        if r.target != KillTarget::Backend && r.kills != 1 {
+            return Err("[restarts]: a kill of QEMU ends the run: kills = 1".into());
+        }
+    }
+    if s.prepare.iter().any(Vec::is_empty) {
+        return Err("prepare: each command needs at least a program".into());
     }
     Ok(())
 }
@@ -515,13 +549,15 @@ fn validate_step(step: &str) -> Result<(), String> {
         "fio" | "storm" => safe_word(arg, "-_.") && !arg.starts_with('.'),
         "rescan" => arg.parse::<u32>().is_ok_and(|n| (1..=1000).contains(&n)),
         "sleep" => arg.parse::<u32>().is_ok_and(|n| n <= 3600),
+        "killwrite" => arg.parse::<u32>().is_ok_and(|n| (1..=3600).contains(&n)),
+        "fsload" => arg.parse::<u32>().is_ok_and(|n| (1..=100_000).contains(&n)),
         _ => false,
     };
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "bad step {step:?} (known: verify, fio:<file>, storm:<file>, rescan:<1..1000>, sleep:<secs>)"
+            "bad step {step:?} (known: verify, fio:<file>, storm:<file>, rescan:<1..1000>, sleep:<secs>, killwrite:<secs>, fsload:<iterations>)"
         ))
     }
 }

@@ -183,8 +183,44 @@ def config():
     return seeds
 
 
+def relay():
+    """fuzz_targets/relay.rs's operations: a frontend's message sequences."""
+    codes = [31, 32, 12, 13, 16, 15]  # the first entries of CODES
+    GET_INFLIGHT, SET_INFLIGHT, KICK, CALL, SET_PROTO, GET_PROTO = range(6)
+
+    def msg(code, fsel=0, fds=(), payload=b"\4"):
+        """op 0: code index, flag selector, descriptors (kind bytes + fields), payload."""
+        return bytes([0, code, fsel, len(fds)]) + b"".join(fds) + payload
+
+    area = lambda nq, qs_log2: bytes([0, nq, qs_log2])
+    eventfd, pipe_r, devnull = bytes([1]), bytes([2]), bytes([4])
+    u64 = lambda lo, hi=0: bytes([2, lo, hi])
+    dims = lambda size, off, nq, qs: bytes([1]) + struct.pack("<QQHH", size, off, nq, qs)
+    matching = bytes([0, 0])
+    proto_ack = msg(SET_PROTO, payload=u64(0x08))  # REPLY_ACK
+    get = msg(GET_INFLIGHT, payload=dims(0, 0, 2, 128))
+    install = msg(SET_INFLIGHT, 1, [area(2, 7)], matching)
+    seeds = {
+        "get_inflight": get,
+        "set_inflight": get + install,
+        "reply_ack_install_kick_call": proto_ack + get + install
+        + msg(KICK, fds=[eventfd], payload=u64(1)) + msg(CALL, fds=[eventfd], payload=u64(1)),
+        "kick_nofd": install + msg(KICK, payload=u64(0, 1)),
+        "lying_area": msg(SET_INFLIGHT, 1, [area(1, 4)], dims(1 << 40, 4096, 2, 128)),
+        "wrong_kind_fds": proto_ack + install + msg(KICK, fds=[pipe_r], payload=u64(0))
+        + msg(CALL, 1, [devnull, eventfd], u64(1)),
+        "too_many_fds": bytes([0, 6, 0, 0xFF]) + devnull * 33 + b"\4",
+        "garbage": bytes([5, 7]) + b"\x1f\0\0\0\1\0",
+        "truncated_payload": get + bytes([6]) + struct.pack("<H", 100) + bytes([3]) + b"abc",
+        "oversize": get + bytes([7, 0, 0]),
+        "unknown_code": bytes([0, 0xF0]) + struct.pack("<I", 0x7777) + bytes([0, 0, 3, 5]) + b"hello",
+    }
+    return seeds
+
+
 for target, fn in [("blk_request", blk), ("scsi_request", scsi_request), ("scsi_cdb", scsi_cdb),
-                   ("chain", chain), ("inflight", inflight), ("config", config)]:
+                   ("chain", chain), ("inflight", inflight), ("config", config),
+                   ("relay", relay)]:
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
     for name, data in fn().items():

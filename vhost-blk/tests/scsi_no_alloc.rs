@@ -253,6 +253,7 @@ fn blk_requests_do_not_allocate() {
             queue_size: 16,
             block_size: 512,
             serial: "s".into(),
+            writethrough: false,
         },
     );
     let mut state = queue_state::<vhost_blk::blk::BlkKind>(Distribution::Fixed(10_000));

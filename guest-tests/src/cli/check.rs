@@ -1,6 +1,8 @@
 //! `guest-tests check tree-kernels DIR ...` and `check storm STORM DETECT`: what
 //! ci/tree-kernel-smoke.sh asserts of its runs (results::checks); `check judgement DIR --expect
-//! KERNEL=J`: what the verdict's controls must get (ci/test.sh, experiments/exp-verdict-controls.sh). Exit 0 when every condition
+//! KERNEL=J`: what the verdict's controls must get (ci/test.sh,
+//! experiments/exp-verdict-controls.sh); `check kills RUN...`: the kill test's verdict on each
+//! run's image (results::kills). Exit 0 when every condition
 //! holds, 1 with the first that does not (or a directory or results.json that cannot be read,
 //! named), 2 on bad arguments.
 
@@ -56,6 +58,17 @@ pub enum CheckCmd {
         /// undecided); repeatable.
         #[arg(long = "expect", value_parser = expectation, required = true)]
         expect: Vec<(String, Vec<String>)>,
+    },
+    /// Kill-test runs: every write the guest saw acknowledged before a completed flush (write
+    /// cache off: every acknowledged write) is in the run's image, byte for byte. One
+    /// `KILL-RESULT {json}` line per run.
+    Kills {
+        /// Run directories (each with results.bin and the image).
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// The image's file name in each run directory.
+        #[arg(long, default_value = "disk.img")]
+        image: String,
     },
 }
 
@@ -133,6 +146,32 @@ fn check_judgement(
     Ok(())
 }
 
+/// `check kills`: one line per run; an error names the first run that is not ok.
+fn check_kills(runs: &[PathBuf], image: &str) -> Result<(), String> {
+    let mut bad = Vec::new();
+    for dir in runs {
+        let stream = std::fs::read(dir.join("results.bin"))
+            .map_err(|e| format!("{}: {e}", dir.join("results.bin").display()))?;
+        let r = crate::results::kills::judge(&stream, &dir.join(image))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
+        v["run"] = serde_json::Value::String(dir.display().to_string());
+        v["ok"] = serde_json::Value::Bool(r.ok());
+        println!("KILL-RESULT {v}");
+        if !r.ok() {
+            bad.push(dir.display().to_string());
+        }
+    }
+    match bad.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "{} of {} runs lost or corrupted data, first {first}",
+            bad.len(),
+            runs.len()
+        )),
+    }
+}
+
 /// A commit id or sha256: 40 or 64 hex digits.
 fn hex_id(s: &str) -> Result<String, String> {
     if [40, 64].contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -180,6 +219,7 @@ pub fn check_cmd(c: CheckCmd) -> ExitCode {
             kernels,
             expect,
         } => check_judgement(&dir, kernels.as_deref(), &expect),
+        CheckCmd::Kills { runs, image } => check_kills(&runs, &image),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,7 +24,8 @@ pub fn default_vhost_blk() -> Option<PathBuf> {
     cand.is_file().then_some(cand)
 }
 
-fn subst(arg: &str, seed: u64, run_dir: &Path) -> String {
+/// `{seed}` and `{run_dir}` in a suite's argument.
+pub fn subst(arg: &str, seed: u64, run_dir: &Path) -> String {
     arg.replace("{seed}", &seed.to_string())
         .replace("{run_dir}", &run_dir.display().to_string())
 }

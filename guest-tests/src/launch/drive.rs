@@ -259,7 +259,8 @@ fn take_new_bytes(
 }
 
 /// The backend's side of one poll: a restart due (suite `[restarts]`) that fails, or a backend
-/// that exited, ends the run.
+/// that exited, ends the run; so does the planned kill of QEMU (restart rule 7), as an ordinary
+/// end whose artefacts and image the kill test judges.
 fn check_backend(
     restarter: Option<&mut restart::Restarter>,
     mut backend: Option<&mut Guarded>,
@@ -281,6 +282,9 @@ fn check_backend(
         let in_step = marks("begin.") > marks("end.");
         if let Err(reason) = r.poll(now, in_step, status_seen, b, qpid) {
             return Some(HostVerdict::Failed { reason });
+        }
+        if r.ended() {
+            return Some(HostVerdict::Ended);
         }
     }
     if let Some(b) = backend {

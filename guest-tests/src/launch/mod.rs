@@ -385,6 +385,7 @@ fn run_with_socket(
         "libvirt.xml",
         libvirt::snippet(suite, bargv.as_ref().map(|_| socket)),
     )?;
+    run_prepare(suite, spec.seed, dir)?;
     let mut backend_version = None;
     let mut backend_proc: Option<Guarded> = None;
     if let Some(b) = &bargv {
@@ -404,6 +405,7 @@ fn run_with_socket(
             socket,
             dir,
             suite.spec.device,
+            spec.seed,
         )),
         _ => None,
     };
@@ -420,6 +422,40 @@ fn run_with_socket(
         }
     }
     Ok((status, timings, stream, bargv, backend_version, qargv))
+}
+
+/// The suite's `prepare` commands, in the run directory, before the backend starts (their
+/// output goes to `RUN/prepare.log`); the first that fails fails the run.
+fn run_prepare(suite: &Suite, seed: u64, dir: &Path) -> Result<(), LaunchError> {
+    let log = dir.join("prepare.log");
+    for cmd in &suite.spec.prepare {
+        let argv: Vec<String> = cmd.iter().map(|a| backend::subst(a, seed, dir)).collect();
+        let Some((prog, args)) = argv.split_first() else {
+            continue;
+        };
+        let out = std::process::Command::new(prog)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| LaunchError::Config(format!("prepare: cannot run {prog}: {e}")))?;
+        let mut text = format!("$ {}\n", sh_join(&argv)).into_bytes();
+        text.extend_from_slice(&out.stdout);
+        text.extend_from_slice(&out.stderr);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(io(&log))?;
+        std::io::Write::write_all(&mut f, &text).map_err(io(&log))?;
+        if !out.status.success() {
+            return Err(LaunchError::Config(format!(
+                "prepare: {} failed ({}), see prepare.log",
+                sh_join(&argv),
+                out.status
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -203,7 +203,13 @@ fn disk_args(q: &QemuParams, push: &mut dyn FnMut(&[&str])) {
         }
         (_, Some(sock)) => {
             // With backend restarts QEMU reconnects every second until the backend is back.
-            let reconnect = if s.restarts.is_some() {
+            // Only when the backend is what is killed: a QEMU that is killed needs none, and QEMU
+            // 7.2's vhost-user-scsi refuses a reconnecting chardev at start.
+            let reconnect = if s
+                .restarts
+                .as_ref()
+                .is_some_and(|r| r.target == crate::suite::KillTarget::Backend)
+            {
                 ",reconnect=1"
             } else {
                 ""

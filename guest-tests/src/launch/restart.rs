@@ -25,6 +25,12 @@
 //!    inflight area (its log's "inflight requests of the previous backend" lines): on request
 //!    queues (`resubmitted`) and on the others (`resubmitted_other`: virtio-scsi's control and
 //!    event queues, vrings 0 and 1).
+//! 7. `target = "qemu"` or `"both"`: the one kill SIGKILLs QEMU (after the backend, for
+//!    `both`), nothing is restarted, and the run ends there: [`Restarter::ended`] tells the
+//!    driver that QEMU's death (and the backend's) was the plan, not a failure. The kill-test
+//!    judge (`results::kills`) then reads the image.
+//! 8. `jitter_s`: each kill happens a uniformly random time in `0..jitter_s` after its
+//!    schedule (rule 1), drawn from the run's seed (splitmix64): a boot is repeatable.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -32,7 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::process::Guarded;
-use crate::suite::{Device, RestartSettings};
+use crate::suite::{Device, KillTarget, RestartSettings};
 
 /// How long a due kill waits for requests in flight (rule 5).
 pub const GATE_LIMIT_S: f64 = 10.0;
@@ -180,6 +186,10 @@ pub struct Restarter {
     /// Since when a due kill has been waiting for requests in flight (rule 5).
     gate_since: Option<f64>,
     first_request_vring: usize,
+    /// splitmix64 state for the jitter (rule 8).
+    rng: u64,
+    /// QEMU was killed as planned (rule 7).
+    ended: bool,
     pub records: Vec<RestartRecord>,
 }
 
@@ -190,6 +200,7 @@ impl Restarter {
         socket: &Path,
         run_dir: &Path,
         device: Device,
+        seed: u64,
     ) -> Self {
         Self {
             plan,
@@ -200,8 +211,46 @@ impl Restarter {
             last: None,
             gate_since: None,
             first_request_vring: first_request_vring(device),
+            rng: seed,
+            ended: false,
             records: Vec::new(),
         }
+    }
+
+    /// Whether the run ended with the planned kill of QEMU (rule 7).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Rule 8: seconds in `0..jitter_s`.
+    fn jitter(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64 * self.plan.jitter_s
+    }
+
+    /// Rule 7: QEMU (and, for `both`, the backend first) SIGKILLed; nothing restarts.
+    fn kill_qemu(&mut self, mut rec: RestartRecord, backend: &mut Guarded, qemu: Option<u32>) {
+        if self.plan.target == KillTarget::Both {
+            // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
+            unsafe { libc::kill(rec.pid as libc::pid_t, libc::SIGKILL) };
+        }
+        if let Some(q) = qemu {
+            // SAFETY: as above: QEMU is our child and the driver reaps it only once it exited.
+            unsafe { libc::kill(q as libc::pid_t, libc::SIGKILL) };
+        }
+        if self.plan.target == KillTarget::Both
+            && backend.wait_for(Duration::from_secs(5)).is_none()
+        {
+            tracing::warn!(pid = rec.pid, "backend did not die on SIGKILL");
+        }
+        rec.killed = self.plan.target == KillTarget::Both;
+        tracing::info!(target = ?self.plan.target, qemu, "killed as planned; the run ends");
+        self.records.push(rec);
+        self.ended = true;
     }
 
     /// Requests in flight per the backend's statistics, asked for now (rule 5).
@@ -282,10 +331,13 @@ impl Restarter {
             }
             return Ok(());
         }
-        if !in_step {
+        if !in_step || self.ended {
             return Ok(());
         }
-        let due = *self.next_at.get_or_insert(now_s + self.plan.first_after_s);
+        if self.next_at.is_none() {
+            self.next_at = Some(now_s + self.plan.first_after_s + self.jitter());
+        }
+        let due = self.next_at.unwrap_or(now_s);
         if now_s < due {
             return Ok(());
         }
@@ -303,6 +355,10 @@ impl Restarter {
         };
         let mut rec = self.record(now_s, pid, qemu_pid, true, true);
         rec.in_flight = in_flight;
+        if self.plan.target != KillTarget::Backend {
+            self.kill_qemu(rec, backend, qemu_pid);
+            return Ok(());
+        }
         let t = Instant::now();
         // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -324,7 +380,8 @@ impl Restarter {
             "backend killed and restarted"
         );
         self.records.push(rec);
-        self.next_at = Some(now_s + t.elapsed().as_secs_f64() + self.plan.every_s);
+        let next = now_s + t.elapsed().as_secs_f64() + self.plan.every_s + self.jitter();
+        self.next_at = Some(next);
         Ok(())
     }
 
@@ -393,11 +450,13 @@ mod tests {
             first_after_s: 0.0,
             every_s: 1.0,
             in_flight_at_least: n,
+            target: KillTarget::Backend,
+            jitter_s: 0.0,
         };
         let sock = dir.path().join("s.sock");
-        let mut r = Restarter::new(plan(2), vec![], &sock, dir.path(), Device::Scsi);
+        let mut r = Restarter::new(plan(2), vec![], &sock, dir.path(), Device::Scsi, 0);
         assert_eq!(r.gate(1.0, pid), Some(Some(3)), "enough in flight: go");
-        let mut r = Restarter::new(plan(5), vec![], &sock, dir.path(), Device::Scsi);
+        let mut r = Restarter::new(plan(5), vec![], &sock, dir.path(), Device::Scsi, 0);
         assert_eq!(r.gate(1.0, pid), None, "too few: wait");
         assert_eq!(r.gate(5.0, pid), None);
         assert_eq!(
@@ -405,7 +464,7 @@ mod tests {
             Some(Some(3)),
             "limit reached"
         );
-        let mut r = Restarter::new(plan(0), vec![], &sock, dir.path(), Device::Scsi);
+        let mut r = Restarter::new(plan(0), vec![], &sock, dir.path(), Device::Scsi, 0);
         assert_eq!(r.gate(1.0, pid), Some(None), "not asked");
         b.stop(Duration::from_secs(1));
     }
@@ -441,6 +500,8 @@ mod tests {
             first_after_s: 1.0,
             every_s: 0.5,
             in_flight_at_least: 0,
+            target: KillTarget::Backend,
+            jitter_s: 0.0,
         };
         let mut b = super::super::backend::start(
             &argv,
@@ -449,7 +510,7 @@ mod tests {
             Duration::from_secs(10),
         )
         .unwrap();
-        let mut r = Restarter::new(plan, argv, &sock, dir.path(), Device::Blk);
+        let mut r = Restarter::new(plan, argv, &sock, dir.path(), Device::Blk, 0);
         r.poll(0.0, false, false, &mut b, None).unwrap();
         assert!(r.records.is_empty(), "no step yet");
         r.poll(0.1, true, false, &mut b, None).unwrap();
@@ -499,11 +560,13 @@ mod tests {
             first_after_s: 5.0,
             every_s: 1.0,
             in_flight_at_least: 0,
+            target: KillTarget::Backend,
+            jitter_s: 0.0,
         };
         // `sleep` stands in for the backend: only its pid is read.
         let argv = ["sleep".to_string(), "30".to_string()];
         let mut b = Guarded::spawn("sleep", &argv, &dir.path().join("b.log")).unwrap();
-        let mut r = Restarter::new(plan, vec![], &sock, dir.path(), Device::Blk);
+        let mut r = Restarter::new(plan, vec![], &sock, dir.path(), Device::Blk, 0);
         r.poll(1.0, true, false, &mut b, None).unwrap();
         r.poll(3.0, true, false, &mut b, None).unwrap();
         assert!(r.last.is_none(), "due at 6.0, the step ended before");

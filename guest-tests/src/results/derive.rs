@@ -213,7 +213,10 @@ impl Builder {
                     s.secs = r.secs;
                 }
             }
-            "dmesg" => {}
+            // dmesg: kept as it is. kw: the kill-test writer's records, one per acknowledged
+            // write or flush, judged against the image by `results::kills`. fsload: what the
+            // file-system workload did (its flushes are in the backend's write log).
+            "dmesg" | "kw" | "kw.stderr" | "fsload" => {}
             _ => self.warnings.push(format!("unknown artefact {name:?}")),
         }
     }

@@ -21,6 +21,7 @@ fn personality() -> &'static BlkPersonality {
             queue_size: QUEUE_SIZE,
             block_size: 512,
             serial: "FUZZ".into(),
+            writethrough: false,
         };
         BlkPersonality::new(s, opts)
     })

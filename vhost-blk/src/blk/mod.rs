@@ -9,12 +9,12 @@ mod personality;
 mod request;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use config_space::{BlkConfigSpace, CONFIG_LEN, WRITEBACK_OFFSET};
 pub use request::{BlkKind, BlkStatus, DiscardSegment, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
 
-use crate::device::ChainLimits;
+use crate::device::{ChainLimits, StateRegion};
 use crate::storage::Storage;
 
 /// Largest data payload of one request: seg_max segments of size_max bytes.
@@ -33,6 +33,8 @@ pub struct BlkOptions {
     pub queue_size: u16,
     pub block_size: u32,
     pub serial: String,
+    /// Start (and come back after a device reset) with the write cache off.
+    pub writethrough: bool,
 }
 
 /// virtio-blk over a [`Storage`].
@@ -43,15 +45,19 @@ pub struct BlkPersonality {
     /// Guest's cache mode (CONFIG_WCE): writeback unless the driver switched it off.
     writeback: AtomicBool,
     acked: AtomicU64,
+    /// Where the guest's cache mode outlives this process (inflight rule 6), slot 0.
+    state: Mutex<Option<StateRegion>>,
 }
 
 impl BlkPersonality {
     pub fn new(storage: Arc<dyn Storage>, opts: BlkOptions) -> Self {
+        let writeback = AtomicBool::new(!opts.writethrough);
         Self {
             storage,
             opts,
-            writeback: AtomicBool::new(true),
+            writeback,
             acked: AtomicU64::new(0),
+            state: Mutex::new(None),
         }
     }
 
@@ -66,5 +72,10 @@ impl BlkPersonality {
 
     fn writeback(&self) -> bool {
         self.writeback.load(Ordering::Relaxed)
+    }
+
+    /// The state slot, whatever a panicking holder left (an `Option` replaced whole).
+    fn state(&self) -> std::sync::MutexGuard<'_, Option<StateRegion>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -13,7 +13,7 @@ use super::{
     BlkConfigSpace, BlkPersonality, MAX_DISCARD_SECTORS, MAX_DISCARD_SEG, SIZE_MAX,
     WRITEBACK_OFFSET,
 };
-use crate::device::{Chain, Outcome, Personality};
+use crate::device::{Chain, Outcome, Personality, StateRegion};
 
 impl Personality for BlkPersonality {
     type Kind = BlkKind;
@@ -81,20 +81,41 @@ impl Personality for BlkPersonality {
         let writable = offset as usize == WRITEBACK_OFFSET && wce;
         if let (true, [byte]) = (writable, data) {
             let wb = *byte != 0;
-            self.writeback.store(wb, Ordering::Relaxed);
-            tracing::info!(writeback = wb, "guest switched the cache mode");
             if !wb {
                 self.storage
                     .flush()
                     .map_err(|e| io::Error::other(e.to_string()))?;
             }
+            self.writeback.store(wb, Ordering::Relaxed);
+            if let Some(s) = self.state().as_ref() {
+                s.set_write_cache(0, wb);
+            }
+            tracing::info!(writeback = wb, "guest switched the cache mode");
             return Ok(());
         }
         Err(io::Error::from_raw_os_error(libc::EINVAL))
     }
 
     fn reset(&self) {
-        self.writeback.store(true, Ordering::Relaxed);
+        self.writeback
+            .store(!self.opts.writethrough, Ordering::Relaxed);
+        // The area belongs to the device's life before the reset; QEMU makes a new one.
+        *self.state() = None;
+    }
+
+    fn attach_state(&self, state: Option<StateRegion>) {
+        if let Some(s) = &state {
+            match s.write_cache(0) {
+                Some(wb) => {
+                    if wb != self.writeback() {
+                        tracing::info!(writeback = wb, "the guest's cache mode, kept by QEMU");
+                    }
+                    self.writeback.store(wb, Ordering::Relaxed);
+                }
+                None => s.set_write_cache(0, self.writeback()),
+            }
+        }
+        *self.state() = state;
     }
 
     fn process(&self, _queue: usize, chain: Chain) -> Outcome<BlkKind> {

@@ -319,6 +319,13 @@ fn discard_or_zero(p: &BlkPersonality, bufs: &GuestBufs<'_>, type_: u32) -> Done
         }
         bytes += len;
     }
+    // Write-through: zeroes are data the guest wrote, durable before they complete as a
+    // write's are (docs/data-guarantees.md). A discard promises nothing about the data.
+    if zeroes && !p.writeback() {
+        if let Err(e) = storage.flush() {
+            return Done::err(storage_status(&e), kind);
+        }
+    }
     Done::ok(kind, bytes)
 }
 

@@ -15,6 +15,7 @@ fn personality(size: u64) -> BlkPersonality {
             queue_size: 16,
             block_size: 512,
             serial: "SERIAL-1".into(),
+            writethrough: false,
         },
     )
 }

@@ -6,7 +6,7 @@
 //! everything, so a bad setting is reported as one line before anything is created, opened or
 //! deleted. Sizes and durations are parsed by [`crate::units`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 use serde::Deserialize;
@@ -52,8 +52,14 @@ pub enum ConfigError {
     ConfigFile { path: PathBuf, reason: String },
     #[error("serial {0:?} is longer than 20 bytes")]
     SerialTooLong(String),
-    #[error("--direct and --read-only are only for --image")]
+    #[error("--direct, --read-only and --write-log are only for --image")]
     FileOnlyOption,
+    #[error("--writethrough is for the single disk; with --topology give each LUN wce=0")]
+    WritethroughWithTopology,
+    #[error("write log {0:?}: its directory does not exist")]
+    WriteLogDirectory(PathBuf),
+    #[error("the write log cannot be the image itself ({0:?})")]
+    WriteLogIsImage(PathBuf),
     #[error("storage size {0} is not a multiple of 512 bytes")]
     UnalignedSize(u64),
     #[error("topology: {0}")]
@@ -117,6 +123,10 @@ pub struct Config {
     pub completion: CompletionModel,
     /// SCHED_FIFO priority of every backend thread (None: the host's default policy).
     pub rt_priority: Option<u8>,
+    /// The single disk starts with its write cache off (`--writethrough`).
+    pub writethrough: bool,
+    /// The image's write log (`--write-log`; only with `--image`).
+    pub write_log: Option<PathBuf>,
 }
 
 /// Default serial: recognisable in the guest's sysfs.
@@ -156,6 +166,11 @@ impl TryFrom<Args> for Config {
         let socket_path = o.socket_path.clone().ok_or(ConfigError::MissingSocket)?;
         let device = o.device.unwrap_or_default();
         let (storage, topology) = storage_and_topology(&o, device)?;
+        let write_log = write_log(&o, storage.as_ref())?;
+        let writethrough = o.writethrough.unwrap_or(false);
+        if writethrough && topology.is_some() {
+            return Err(ConfigError::WritethroughWithTopology);
+        }
         let (num_queues, queue_size, threads) = queue_layout(&o, device)?;
         let (block_size, serial) = disk_identity(&o)?;
         let mut completion = o.completion.clone().unwrap_or_default();
@@ -182,6 +197,8 @@ impl TryFrom<Args> for Config {
             serial,
             stats_file: o.stats_file,
             rt_priority: o.rt_priority,
+            writethrough,
+            write_log,
         })
     }
 }
@@ -279,6 +296,28 @@ fn storage_and_topology(
         }
     }
     Ok((storage, topology))
+}
+
+/// The write log: only for an image file, in a directory that exists, not the image itself.
+fn write_log(o: &Options, storage: Option<&StorageSpec>) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(log) = o.write_log.clone() else {
+        return Ok(None);
+    };
+    let Some(StorageSpec::File { path, .. }) = storage else {
+        return Err(ConfigError::FileOnlyOption);
+    };
+    if log == *path {
+        return Err(ConfigError::WriteLogIsImage(log));
+    }
+    let dir = match log.parent() {
+        Some(d) if d.as_os_str().is_empty() => Path::new("."),
+        Some(d) => d,
+        None => return Err(ConfigError::WriteLogDirectory(log)),
+    };
+    if !dir.is_dir() {
+        return Err(ConfigError::WriteLogDirectory(log));
+    }
+    Ok(Some(log))
 }
 
 /// An image file: it must exist unless a (whole-sector) size to create it with is given.

@@ -96,6 +96,16 @@ backend_options! {
         /// Expose the disk read-only.
         #[arg(long, num_args = 0, default_missing_value = "true")]
         pub read_only: Option<bool>,
+        /// Start with the write cache off (virtio-blk writeback 0, SCSI WCE 0): every write is
+        /// on stable storage before it completes (docs/data-guarantees.md). The guest may
+        /// switch it.
+        #[arg(long, num_args = 0, default_missing_value = "true")]
+        pub writethrough: Option<bool>,
+        /// Append every write, flush, discard and write-zeroes of the image, in completion
+        /// order, to this log (docs/write-log.md; `vhost-blk-replay` checks it). A test tool:
+        /// it serializes the image's modifying requests.
+        #[arg(long, value_name = "PATH")]
+        pub write_log: Option<PathBuf>,
         /// Null storage of this size: reads return zeros, writes are dropped.
         #[arg(long, value_name = "SIZE")]
         pub null: Option<String>,

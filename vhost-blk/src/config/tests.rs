@@ -313,3 +313,63 @@ fn user_text_in_an_error_stays_on_one_line() {
     let e = Options::parse("\"a\\nb\" = 1\n").unwrap_err();
     assert!(e.contains("\\n") && !e.contains('\n'), "{e}");
 }
+
+#[test]
+fn write_log_and_writethrough_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    std::fs::write(&img, vec![0u8; 4096]).unwrap();
+    let img = img.to_str().unwrap();
+    let log = dir.path().join("w.log");
+    let log = log.to_str().unwrap();
+    let c = Config::try_from(args(&[
+        "--socket-path",
+        "s",
+        "--image",
+        img,
+        "--write-log",
+        log,
+        "--writethrough",
+    ]))
+    .unwrap();
+    assert_eq!(c.write_log.as_deref(), Some(Path::new(log)));
+    assert!(c.writethrough);
+    assert!(!Path::new(log).exists(), "nothing created while validating");
+    let bad: &[(&[&str], &str)] = &[
+        (
+            &["--socket-path", "s", "--null", "1G", "--write-log", log],
+            "only for --image",
+        ),
+        (
+            &[
+                "--socket-path",
+                "s",
+                "--image",
+                img,
+                "--write-log",
+                "/nonexistent/dir/w.log",
+            ],
+            "directory does not exist",
+        ),
+        (
+            &["--socket-path", "s", "--image", img, "--write-log", img],
+            "the image itself",
+        ),
+        (
+            &[
+                "--socket-path",
+                "s",
+                "--device",
+                "scsi",
+                "--writethrough",
+                "--topology",
+                "targets=1,luns=1,storage=null:1M",
+            ],
+            "wce=0",
+        ),
+    ];
+    for (a, want) in bad {
+        let e = Config::try_from(args(a)).unwrap_err().to_string();
+        assert!(e.contains(want) && !e.contains('\n'), "{a:?}: {e}");
+    }
+}

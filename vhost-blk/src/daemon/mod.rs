@@ -19,7 +19,7 @@
 //!    a holder that panicked left nothing half written, and the signal thread must still be
 //!    able to stop the daemon.
 
-mod relay;
+pub mod relay;
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::FileTypeExt;
@@ -209,12 +209,13 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
                 .as_ref()
                 .ok_or(DaemonError::Other("no storage".into()))?;
             let p = BlkPersonality::new(
-                spec.open()?,
+                spec.open_logged(config.write_log.as_deref())?,
                 BlkOptions {
                     num_queues: config.num_queues,
                     queue_size: config.queue_size,
                     block_size: config.block_size,
                     serial: config.serial.clone(),
+                    writethrough: config.writethrough,
                 },
             );
             serve(&config, Arc::new(p), sigset)
@@ -245,9 +246,11 @@ fn scsi_topology(config: &Config) -> Result<Topology, DaemonError> {
         .ok_or(DaemonError::Other("no storage".into()))?;
     let options = LunOptions {
         block_size: config.block_size,
+        write_cache: !config.writethrough,
         ..LunOptions::default()
     };
-    let lun = Lun::new(0, spec.open()?, options, Identity::default_for(0, 0))
+    let storage = spec.open_logged(config.write_log.as_deref())?;
+    let lun = Lun::new(0, storage, options, Identity::default_for(0, 0))
         .map_err(|e| DaemonError::Topology(format!("LUN 0:0: {e}")))?;
     let mut target = Target::new(0, ScanLatency::default());
     target.insert_lun(lun);

@@ -182,6 +182,8 @@ impl<P: Personality> DeviceBackend<P> {
     /// Installs the inflight area the frontend sent with SET_INFLIGHT_FD (or none): each queue
     /// it covers reads its region before its next drain and resubmits what was in flight.
     pub fn set_inflight(&self, area: Option<Arc<InflightArea>>) {
+        self.personality
+            .attach_state(area.as_ref().and_then(InflightArea::state));
         for (q, slot) in self.queues.iter().enumerate() {
             let region = area.as_ref().and_then(|a| a.queue(q));
             slot.lock().set_inflight(region);

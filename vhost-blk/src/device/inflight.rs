@@ -32,6 +32,13 @@
 //!    requests it was about have been resubmitted and published, as it would have been without
 //!    the restart. Until then the gated queue takes nothing from its ring; the request queue
 //!    that recovers last wakes it.
+//! 6. An area this backend creates has [`STATE_LEN`] more bytes after the queue regions (the
+//!    layout is the backend's to choose; QEMU keeps the size it was given): the device's own
+//!    state that must outlive a backend process, [`StateRegion`]. QEMU keeps the area for the
+//!    device's life and frees it on a device reset, exactly the life of the guest's cache-mode
+//!    choices (docs/data-guarantees.md), which are kept there: a restarted backend serves the
+//!    guest's choice, not its default. An area without the trailer (another backend's) has no
+//!    state; bytes that are not a recorded value read as "not recorded".
 
 use std::fs::File;
 use std::io;
@@ -48,6 +55,11 @@ const DESC: usize = 16;
 const ALIGN: usize = 64;
 /// The region version this backend writes and reads.
 pub const VERSION: u16 = 1;
+
+/// Bytes of the device state after the queue regions (rule 6).
+pub const STATE_LEN: usize = 4096;
+/// The state region's first 8 bytes once anything is recorded.
+const STATE_MAGIC: u64 = u64::from_le_bytes(*b"VBSTATE1");
 
 /// Bytes of one queue's region for `queue_size` descriptor heads.
 pub fn stride(queue_size: u16) -> usize {
@@ -90,10 +102,11 @@ impl std::fmt::Debug for InflightArea {
 impl InflightArea {
     /// A new zero-filled memfd for `num_queues` regions of `queue_size` heads, and its size.
     pub fn create(num_queues: u16, queue_size: u16) -> Result<(File, u64), InflightError> {
-        let size = (stride(queue_size) * usize::from(num_queues)) as u64;
-        if size == 0 {
+        let regions = (stride(queue_size) * usize::from(num_queues)) as u64;
+        if regions == 0 {
             return Err(InflightError::Invalid("no queues or no descriptors".into()));
         }
+        let size = regions + STATE_LEN as u64;
         // SAFETY: the name is a valid NUL-terminated string; flags are plain bits.
         let fd = unsafe { libc::memfd_create(c"vhost-blk-inflight".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
@@ -174,6 +187,15 @@ impl InflightArea {
         self.queue_size
     }
 
+    /// The device state after the queue regions, if the area has room for it (rule 6).
+    pub fn state(self: &Arc<Self>) -> Option<StateRegion> {
+        let off = stride(self.queue_size) * usize::from(self.num_queues);
+        (self.len >= off + STATE_LEN).then(|| StateRegion {
+            area: self.clone(),
+            off,
+        })
+    }
+
     /// The region of queue `q`, if the area has one.
     pub fn queue(self: &Arc<Self>, q: usize) -> Option<QueueRegion> {
         (q < usize::from(self.num_queues)).then(|| QueueRegion {
@@ -188,6 +210,61 @@ impl Drop for InflightArea {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are exactly the mapping made in `map`, unmapped only here.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// The device's state in the area (rule 6): an 8-byte magic, then one byte per slot (a disk:
+/// virtio-blk's slot 0, a SCSI LUN's its place in the topology): 0 not recorded, 1 write cache
+/// on, 2 off.
+#[derive(Debug, Clone)]
+pub struct StateRegion {
+    area: Arc<InflightArea>,
+    off: usize,
+}
+
+impl StateRegion {
+    /// Slots of cache-mode bytes.
+    pub const SLOTS: usize = STATE_LEN - 8;
+
+    fn byte(&self, at: usize) -> Option<&AtomicU8> {
+        (at < STATE_LEN && self.off + at < self.area.len).then(|| {
+            // SAFETY: inside the mapping (checked above); a byte has no alignment to keep; an
+            // atomic byte has the layout of the byte the frontend sees.
+            unsafe { &*self.area.ptr.as_ptr().add(self.off + at).cast::<AtomicU8>() }
+        })
+    }
+
+    fn magic(&self) -> Option<u64> {
+        let mut b = [0u8; 8];
+        for (i, d) in b.iter_mut().enumerate() {
+            *d = self.byte(i)?.load(Ordering::Acquire);
+        }
+        Some(u64::from_le_bytes(b))
+    }
+
+    /// The write-cache setting recorded for `slot`, if one is.
+    pub fn write_cache(&self, slot: usize) -> Option<bool> {
+        if slot >= Self::SLOTS || self.magic()? != STATE_MAGIC {
+            return None;
+        }
+        match self.byte(8 + slot)?.load(Ordering::Acquire) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Records the write-cache setting of `slot` (nothing beyond the last slot).
+    pub fn set_write_cache(&self, slot: usize, on: bool) {
+        let Some(b) = self.byte(8 + slot).filter(|_| slot < Self::SLOTS) else {
+            return;
+        };
+        b.store(if on { 1 } else { 2 }, Ordering::Release);
+        for (i, v) in STATE_MAGIC.to_le_bytes().into_iter().enumerate() {
+            if let Some(m) = self.byte(i) {
+                m.store(v, Ordering::Release);
+            }
+        }
     }
 }
 

@@ -241,15 +241,24 @@ fn garbage_in_the_area_gives_a_bounded_valid_resubmission() {
 #[test]
 fn mapping_checks_sizes_offsets_and_the_file() {
     let (file, size) = InflightArea::create(2, 128).unwrap();
-    assert_eq!(size, 2 * stride(128) as u64);
+    let regions = 2 * stride(128) as u64;
+    assert_eq!(
+        size,
+        regions + super::STATE_LEN as u64,
+        "the regions and the device state"
+    );
     assert_eq!(stride(128), 2112);
     assert!(InflightArea::map(&file, size, 0, 2, 128).is_ok());
     assert!(
-        InflightArea::map(&file, size - 1, 0, 2, 128).is_err(),
+        InflightArea::map(&file, regions, 0, 2, 128).is_ok(),
+        "no state: still valid"
+    );
+    assert!(
+        InflightArea::map(&file, regions - 1, 0, 2, 128).is_err(),
         "too small"
     );
     assert!(
-        InflightArea::map(&file, size, 0, 3, 128).is_err(),
+        InflightArea::map(&file, size, 0, 5, 128).is_err(),
         "more queues than bytes"
     );
     assert!(

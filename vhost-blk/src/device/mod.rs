@@ -32,7 +32,7 @@ pub mod resubmit;
 pub use backend::{BackendOptions, DeviceBackend};
 pub use chain::Chain;
 pub use chain::{guest_bufs, ChainLimits, GuestBufs};
-pub use inflight::InflightArea;
+pub use inflight::{InflightArea, StateRegion};
 pub use personality::{Outcome, Personality, RequestKind};
 pub use queue::{GuestMem, SharedStats, Vring};
 

@@ -75,6 +75,10 @@ pub trait Personality: Send + Sync + 'static {
     }
     /// Device reset: forget negotiated state and held buffers.
     fn reset(&self) {}
+    /// The inflight area's device state was installed (`Some`) or taken away (inflight rule
+    /// 6): restore the guest's cache-mode choices recorded there, record the current ones
+    /// where none is, and record every later change.
+    fn attach_state(&self, _state: Option<super::inflight::StateRegion>) {}
     /// Handles one chain from vring `queue`. Must not panic on any guest input.
     fn process(&self, queue: usize, chain: Chain<'_>) -> Outcome<Self::Kind>;
     /// Whether a completion on `queue` must not reach the guest before the completions the

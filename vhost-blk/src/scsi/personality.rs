@@ -19,7 +19,7 @@ use super::config_space::{
 use super::emulation::{Topology, MAX_TRANSFER_BYTES};
 use super::virtio::{CmdContext, ScsiKind};
 use super::{control, virtio};
-use crate::device::{Chain, ChainLimits, Outcome, Personality};
+use crate::device::{Chain, ChainLimits, Outcome, Personality, StateRegion};
 
 /// The control queue.
 pub const CONTROL_QUEUE: usize = 0;
@@ -148,6 +148,27 @@ impl Personality for ScsiPersonality {
             .store(VIRTIO_SCSI_CDB_DEFAULT_SIZE, Ordering::Relaxed);
         self.sense_size
             .store(VIRTIO_SCSI_SENSE_DEFAULT_SIZE, Ordering::Relaxed);
+    }
+
+    fn attach_state(&self, state: Option<StateRegion>) {
+        // One slot per LUN, in topology order (targets, then LUNs, by id); LUNs past the last
+        // slot keep their bit only for this process.
+        let luns = self
+            .topology
+            .targets()
+            .flat_map(|t| t.lun_ids().filter_map(move |l| t.lun(l)));
+        for (slot, lun) in luns.enumerate() {
+            let Some(s) = state.clone() else {
+                lun.watch_write_cache(None, None);
+                continue;
+            };
+            let restore = s.write_cache(slot);
+            if restore.is_none() {
+                s.set_write_cache(slot, lun.write_cache());
+            }
+            let hook = std::sync::Arc::new(move |on: bool| s.set_write_cache(slot, on));
+            lun.watch_write_cache(restore, Some(hook));
+        }
     }
 
     fn completes_after_requests(&self, queue: usize) -> bool {

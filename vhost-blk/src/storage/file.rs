@@ -4,11 +4,20 @@
 //! [`IoBuf`]s (the kernel copies with `copy_{to,from}_user`; no Rust reference to guest memory
 //! is made). With O_DIRECT, a request whose buffers, offset or length are not aligned goes
 //! through an aligned bounce buffer, copied with vm-memory's volatile copies.
+//!
+//! Durability (docs/data-guarantees.md): a completed write is in the host's page cache (or,
+//! with O_DIRECT, handed to the device); [`Storage::flush`] is `fdatasync`. An image created
+//! here (`create_size`) is synced with its directory entry before it is used, so a host crash
+//! after the first FLUSH cannot lose the file itself. An unaligned O_DIRECT write is a
+//! read-modify-write of whole 4 KiB blocks; those are serialized ([`FileStorage::rmw`]), or two
+//! of them on different queues that share a block, each to its own sectors, would each write
+//! back the other's old bytes and one acknowledged write would be lost.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
+use std::sync::Mutex;
 
 use smallvec::SmallVec;
 use vmm_sys_util::fallocate::{fallocate, FallocateMode};
@@ -39,6 +48,9 @@ pub struct FileStorage {
     size: u64,
     direct: bool,
     read_only: bool,
+    /// Held across an O_DIRECT read-modify-write (module docs): the bounce path only, which
+    /// aligned requests never take.
+    rmw: Mutex<()>,
 }
 
 impl FileStorage {
@@ -65,6 +77,7 @@ impl FileStorage {
                     }
                 })?;
                 f.set_len(create_size.unwrap_or(0))
+                    .and_then(|()| sync_new_file(&f, path))
                     .map_err(|source| StorageError::Create {
                         path: path.to_owned(),
                         source,
@@ -90,6 +103,7 @@ impl FileStorage {
             size,
             direct,
             read_only,
+            rmw: Mutex::new(()),
         })
     }
 
@@ -108,6 +122,7 @@ impl FileStorage {
             size,
             direct: false,
             read_only: false,
+            rmw: Mutex::new(()),
         })
     }
 
@@ -163,6 +178,9 @@ impl FileStorage {
     ) -> Result<(), StorageError> {
         let span = Bounce::new(offset, len, self.size);
         let mut bounce = AlignedBuf::new(span.total);
+        // The lock only orders whole read-modify-writes; nothing it guards can be left half
+        // done by a holder that panicked.
+        let _rmw = self.rmw.lock().unwrap_or_else(|e| e.into_inner());
         if span.head != 0 || len != span.total {
             self.file
                 .read_exact_at(bounce.get_mut(..span.in_file), span.start)?;
@@ -172,6 +190,16 @@ impl FileStorage {
             .write_all_at(bounce.get_mut(..span.in_file), span.start)?;
         Ok(())
     }
+}
+
+/// A newly created image and its directory entry on stable storage.
+fn sync_new_file(f: &File, path: &Path) -> std::io::Result<()> {
+    f.sync_all()?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
 }
 
 /// The aligned file range around `len` bytes at `offset`: where it starts, where the data

@@ -14,12 +14,15 @@
 //!    the size first ([`check_range`]).
 
 mod file;
+mod logged;
 mod null;
+pub mod writelog;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use file::FileStorage;
+pub use logged::LoggedStorage;
 pub use null::NullStorage;
 use vm_memory::VolatileSlice;
 
@@ -112,6 +115,19 @@ pub enum StorageSpec {
 }
 
 impl StorageSpec {
+    /// Opens the storage as [`open`](Self::open) does, its modifying operations logged to
+    /// `write_log` when given ([`LoggedStorage`]).
+    pub fn open_logged(
+        &self,
+        write_log: Option<&std::path::Path>,
+    ) -> Result<Arc<dyn Storage>, StorageError> {
+        let s = self.open()?;
+        Ok(match write_log {
+            Some(p) => Arc::new(LoggedStorage::open(s, p)?),
+            None => s,
+        })
+    }
+
     /// Opens (or creates, for `File` with `create_size`) the storage.
     pub fn open(&self) -> Result<Arc<dyn Storage>, StorageError> {
         Ok(match self {

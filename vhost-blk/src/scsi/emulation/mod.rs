@@ -128,6 +128,20 @@ impl Default for LunOptions {
     }
 }
 
+/// Called with the new WCE bit whenever the guest changes it (the device records it where a
+/// restarted backend finds it: docs/data-guarantees.md).
+pub type WceHook = Arc<dyn Fn(bool) + Send + Sync>;
+
+/// A LUN's [`WceHook`], if any.
+#[derive(Default)]
+struct WceWatch(std::sync::Mutex<Option<WceHook>>);
+
+impl std::fmt::Debug for WceWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WceWatch")
+    }
+}
+
 /// One logical unit: a storage seen as blocks, plus identity and mode state.
 #[derive(Debug)]
 pub struct Lun {
@@ -139,6 +153,7 @@ pub struct Lun {
     read_only: bool,
     thin: bool,
     write_cache: AtomicBool,
+    wce_watch: WceWatch,
     identity: Identity,
 }
 
@@ -163,6 +178,7 @@ impl Lun {
             blocks,
             thin: options.thin_provisioning,
             write_cache: AtomicBool::new(options.write_cache),
+            wce_watch: WceWatch::default(),
             identity,
         })
     }
@@ -190,8 +206,25 @@ impl Lun {
     pub fn write_cache(&self) -> bool {
         self.write_cache.load(Ordering::Relaxed)
     }
+    /// The guest changes the WCE bit (MODE SELECT): the hook hears of it.
     pub fn set_write_cache(&self, on: bool) {
-        self.write_cache.store(on, Ordering::Relaxed)
+        self.write_cache.store(on, Ordering::Relaxed);
+        let hook = self
+            .wce_watch
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(h) = hook {
+            h(on);
+        }
+    }
+    /// The WCE bit restored from a record (no hook call), and the hook for later changes.
+    pub fn watch_write_cache(&self, restore: Option<bool>, hook: Option<WceHook>) {
+        if let Some(on) = restore {
+            self.write_cache.store(on, Ordering::Relaxed);
+        }
+        *self.wce_watch.0.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
     pub(crate) fn storage(&self) -> &dyn Storage {
         &*self.storage

@@ -139,6 +139,13 @@ pub(crate) fn mode_select(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Se
     super::io::gather(cmd.data_out, 0, &mut p);
     let wce = parse_select(lun, &p, ten)?;
     if let Some(on) = wce {
+        // Switching the cache off: what it held is written out first, so that every write
+        // completed so far is as durable as the ones after (docs/data-guarantees.md).
+        if !on && lun.write_cache() {
+            lun.storage()
+                .flush()
+                .map_err(|e| super::storage_sense(e, true))?;
+        }
         lun.set_write_cache(on);
     }
     cmd.out_used = n;
