@@ -147,10 +147,14 @@ fn a_128_queue_disk(suite_name: &str, first_request_vring: usize) {
     assert!(fio.job_errors.is_empty(), "{:?}", fio.job_errors);
     // fio's own record: one job per online CPU, pinned to the online list.
     let raw = dir.join("artifacts/fio.2-verify-percpu.fio.json");
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&raw).unwrap()).unwrap();
-    let opts = &json["jobs"][0]["job options"];
+    // fio prints its warnings (shared file, several writers) before the JSON.
+    let text = std::fs::read_to_string(&raw).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(text.get(text.find('{').unwrap_or(0)..).unwrap_or("")).unwrap();
+    let opts = &json["global options"];
     assert_eq!(opts["numjobs"], "4", "{opts}");
     assert_eq!(opts["cpus_allowed"], "0-1,64,127", "{opts}");
+    assert_eq!(json["jobs"].as_array().map(Vec::len), Some(4), "one job per CPU");
 
     let stats: serde_json::Value = serde_json::from_slice(
         &std::fs::read(guest_tests::launch::backend::stats_file(&dir)).unwrap(),
