@@ -104,8 +104,13 @@ fn one_boot(cell: &Suite, kernel: &images::KernelImage, dir: &Path) -> Option<Co
     let bargv = backend::argv(cell, None, Some(&common::backend_bin()), &socket, dir, 1)
         .unwrap()
         .unwrap();
-    let mut b = backend::start(&bargv, &socket, &dir.join("backend.log"), Duration::from_secs(10))
-        .unwrap();
+    let mut b = backend::start(
+        &bargv,
+        &socket,
+        &dir.join("backend.log"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     let bpid = b.pid().unwrap();
     let backend_idle = settled(bpid);
     let qemu_bin = common::qemu_bin(cell);
@@ -176,8 +181,8 @@ fn boot_time_memory_and_threads_at_8_62_and_128_queues() {
     let kernel_name = std::env::var("VB_COST_KERNEL").unwrap_or_else(|_| common::KERNEL.into());
     let kernel = images::ensure(&kernel_name, &ImageOptions::default()).unwrap();
     let s = Suite::load(&suite::default_dir(), "scale-cost").unwrap();
-    let base: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("scale-cost-{}", std::process::id()));
+    let base: PathBuf =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-cost-{}", std::process::id()));
     let mut all: Vec<Cost> = Vec::new();
     for r in 0..repeat {
         for v in &s.spec.variants {

@@ -154,7 +154,11 @@ fn a_128_queue_disk(suite_name: &str, first_request_vring: usize) {
     let opts = &json["global options"];
     assert_eq!(opts["numjobs"], "4", "{opts}");
     assert_eq!(opts["cpus_allowed"], "0-1,64,127", "{opts}");
-    assert_eq!(json["jobs"].as_array().map(Vec::len), Some(4), "one job per CPU");
+    assert_eq!(
+        json["jobs"].as_array().map(Vec::len),
+        Some(4),
+        "one job per CPU"
+    );
 
     let stats: serde_json::Value = serde_json::from_slice(
         &std::fs::read(guest_tests::launch::backend::stats_file(&dir)).unwrap(),
