@@ -24,7 +24,7 @@ use guest_tests::agent::StreamParser;
 use guest_tests::images::job::{self, JobParams};
 use guest_tests::images::{self, ImageOptions};
 use guest_tests::launch::process::Guarded;
-use guest_tests::launch::{backend, qemu};
+use guest_tests::launch::{backend, qemu, StreamWatch};
 use guest_tests::suite::{self, Suite};
 
 /// What one boot cost.
