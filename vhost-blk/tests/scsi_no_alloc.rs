@@ -111,8 +111,11 @@ fn queue_state<K: RequestKind>(msix: Distribution) -> QueueState {
         msix,
         ..CompletionModel::default()
     };
-    let stats = Arc::new(Mutex::new(QueueStats::new(0, K::NAMES)));
-    QueueState::new(2, Some(0), &model, stats)
+    // As a worker's first drain does (QueueState::attach): the histograms are allocated once
+    // the ring runs, before any request.
+    let mut st = QueueStats::new(0, K::NAMES);
+    st.prepare();
+    QueueState::new(2, Some(0), &model, Arc::new(Mutex::new(st)))
 }
 
 /// What the worker does with one chain, as `DeviceBackend::process_queue` does it.

@@ -196,10 +196,15 @@ impl QueueState {
         }
     }
 
-    /// Remembers the vring this queue completes into (the same object on every event).
+    /// Remembers the vring this queue completes into (the same object on every event); the
+    /// first time, the queue's statistics allocate their histograms (stats::Hist).
     pub fn attach(&mut self, vring: &Vring) {
         if self.vring.is_none() {
             self.vring = Some(vring.clone());
+            self.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .prepare();
         }
     }
 
