@@ -8,7 +8,7 @@
 # (`guest-tests table reconnects OUT QEMU...`). ~4-5 s of TCG boot per connection; run it under
 # the shared CPU lock. Environment: QEMUS ("7.2 10"), N (20), OUT (docs/results/restart-35),
 # SUFFIX (e.g. -128: the suites' 128-queue forms, reconnect-idle-128 and
-# reconnect-idle-scsi-128).
+# reconnect-idle-scsi-128), KERNEL (default Debian's RT kernel; the 128-queue runs used rt128).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 qemus=${QEMUS:-7.2 10}
@@ -20,7 +20,7 @@ cargo build -p vhost-blk
 failed=0
 for q in $qemus; do
     status=0
-    VB_QEMU=$q VB_RECONNECTS=$n VB_RECONNECT_SUFFIX=${SUFFIX:-} \
+    VB_QEMU=$q VB_RECONNECTS=$n VB_RECONNECT_SUFFIX=${SUFFIX:-} VB_RECONNECT_KERNEL=${KERNEL:-debian-rt} \
         cargo test -q -p guest-tests --test booted_reconnect -- \
         --nocapture --test-threads 1 >"$out/reconnect-qemu$q.log" 2>&1 || status=$?
     echo "QEMU $q: exit $status"

@@ -6,7 +6,7 @@
 //! they settle; after the last they must equal those after the first. Both personalities
 //! (suites `reconnect-idle`, `reconnect-idle-scsi`; `VB_RECONNECT_SUFFIX=-128` takes their
 //! 128-queue forms, whose vrings past 63 run on vhost-blk's own worker threads); `VB_QEMU`
-//! picks the QEMU.
+//! picks the QEMU, `VB_RECONNECT_KERNEL` the kernel (default Debian's RT kernel).
 //!
 //! Before the daemon closed the exit eventfds vhost-user-backend 0.24 leaves open, this grew
 //! by 8 fds per connection (7 -> 32 -> 56 -> 80 after 2 / 5 / 8 connections, 2026-12-04).
@@ -140,7 +140,11 @@ fn reconnects(suite_name: &str) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let s = Suite::load(&suite::default_dir(), suite_name).unwrap();
-    let kernel = images::ensure(common::KERNEL, &ImageOptions::default()).unwrap();
+    // `VB_RECONNECT_KERNEL`: another kernel (the 128-queue runs use rt128: Debian's kernel with
+    // 128 possible CPUs met its MTTCG int3 Oops in about half of the boots here).
+    let kernel_name =
+        std::env::var("VB_RECONNECT_KERNEL").unwrap_or_else(|_| common::KERNEL.into());
+    let kernel = images::ensure(&kernel_name, &ImageOptions::default()).unwrap();
     let initrd = dir.join("initrd.cpio");
     let archive = job::archive(&JobParams {
         run_id: suite_name,
