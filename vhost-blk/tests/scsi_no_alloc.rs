@@ -111,8 +111,8 @@ fn queue_state<K: RequestKind>(msix: Distribution) -> QueueState {
         msix,
         ..CompletionModel::default()
     };
-    // As a worker's first drain does (QueueState::attach): the histograms are allocated once
-    // the ring runs, before any request.
+    // As a queue's first request does (QueueState::submit): the histograms are allocated once,
+    // before the requests this test counts.
     let mut st = QueueStats::new(0, K::NAMES);
     st.prepare();
     QueueState::new(2, Some(0), &model, Arc::new(Mutex::new(st)))

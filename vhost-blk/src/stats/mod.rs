@@ -42,8 +42,8 @@ pub type RequestNames = &'static [&'static str];
 /// so that mean, min and max are reported to the nanosecond.
 ///
 /// The hdrhistogram's counts (~190 KiB for a latency histogram, all written at allocation) are
-/// allocated by [`prepare`](Self::prepare), which a queue's worker calls when its ring first
-/// runs, not at construction: a 128-queue device whose guest drives a few queues does not hold
+/// allocated by [`prepare`](Self::prepare), which a queue calls at its first request, not at
+/// construction: a 128-queue device whose guest drives a few queues does not hold
 /// 0.75 MiB for each idle one (docs/results/scale-cost). Recording into an unprepared histogram
 /// prepares it (an allocation, the only one after construction).
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ impl Hist {
     }
     /// The value at quantile `q` (hdrhistogram precision, clamped to the exact min and max).
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        let h = self.hdr.as_ref().filter(|h| h.len() > 0)?;
+        let h = self.hdr.as_ref().filter(|h| !h.is_empty())?;
         Some(h.value_at_quantile(q).clamp(self.min, self.max))
     }
     /// The hdrhistogram, once allocated.
@@ -120,7 +120,7 @@ impl Hist {
 
     /// Adds `other`'s values (histograms made by the same constructor).
     pub fn add(&mut self, other: &Hist) {
-        if let Some(o) = other.hdr.as_ref().filter(|h| h.len() > 0) {
+        if let Some(o) = other.hdr.as_ref().filter(|h| !h.is_empty()) {
             // Same bounds on both sides, so the addition cannot fail.
             let _ = self.prepare().add(o);
         }
@@ -180,8 +180,8 @@ impl QueueStats {
         self.queue
     }
 
-    /// Allocates the histograms if they are not yet (a queue's worker, when its ring first
-    /// runs); nothing the queue records allocates afterwards.
+    /// Allocates the histograms if they are not yet (a queue, at its first request); nothing
+    /// the queue records allocates afterwards.
     pub fn prepare(&mut self) {
         for h in [
             &mut self.completions_per_irq,
