@@ -6,7 +6,9 @@
 # after each connection are printed, and those after the last must equal those after the first.
 # Output: OUT/reconnect-qemu<qemu>.log (each test's RECONNECT-RESULT line), then their table
 # (`guest-tests table reconnects OUT QEMU...`). ~4-5 s of TCG boot per connection; run it under
-# the shared CPU lock. Environment: QEMUS ("7.2 10"), N (20), OUT (docs/results/restart-35).
+# the shared CPU lock. Environment: QEMUS ("7.2 10"), N (20), OUT (docs/results/restart-35),
+# SUFFIX (e.g. -128: the suites' 128-queue forms, reconnect-idle-128 and
+# reconnect-idle-scsi-128), KERNEL (default Debian's RT kernel; the 128-queue runs used rt128).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 qemus=${QEMUS:-7.2 10}
@@ -18,7 +20,8 @@ cargo build -p vhost-blk
 failed=0
 for q in $qemus; do
     status=0
-    VB_QEMU=$q VB_RECONNECTS=$n cargo test -q -p guest-tests --test booted_reconnect -- \
+    VB_QEMU=$q VB_RECONNECTS=$n VB_RECONNECT_SUFFIX=${SUFFIX:-} VB_RECONNECT_KERNEL=${KERNEL:-debian-rt} \
+        cargo test -q -p guest-tests --test booted_reconnect -- \
         --nocapture --test-threads 1 >"$out/reconnect-qemu$q.log" 2>&1 || status=$?
     echo "QEMU $q: exit $status"
     [ "$status" = 0 ] || failed=$((failed + 1))

@@ -12,7 +12,9 @@
 # timeout); run it under the shared CPU lock. Environment: MODES (default "blk:7.2 blk:10
 # scsi:10"), RUNS (5), OUT (docs/results/restart-35), RUN_BASE (run directories, default
 # target/restart-experiment), VB_BACKEND_BIN (another backend binary, e.g. an older build as a
-# control), MIN_RESUBMITTED (50).
+# control), MIN_RESUBMITTED (50), SCALE (128: suites restart-verify-128 and
+# restart-verify-scsi-128, 128 queues driven from guest CPUs 0, 1, 64 and 127, so that queues on
+# vhost-user-backend's threads and on vhost-blk's own carry requests at every kill).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 modes=${MODES:-blk:7.2 blk:10 scsi:10}
@@ -32,6 +34,9 @@ for mode in $modes; do
         scsi) suite=restart-verify-scsi-10 test=scsi_restarts ;;
         *) echo "restart-experiment: unknown device in MODES: $mode" >&2; exit 2 ;;
     esac
+    if [ "${SCALE:-}" = 128 ]; then
+        suite=${suite%-10}-128
+    fi
     for i in $(seq 1 "$runs"); do
         name="$dev-qemu$qemu-run$i"
         dir="${RUN_BASE:-$PWD/target/restart-experiment}/$name"
@@ -48,7 +53,7 @@ for mode in $modes; do
         cp "$dir/restarts.json" "$out/$name.restarts.json" 2>/dev/null || true
         grep -h 'inflight requests of the previous backend' "$dir"/backend.*.log 2>/dev/null |
             sed 's/^[^ ]* *//' >"$out/$name.resubmissions.txt" || true
-        cp "$dir/artifacts/fio.1-restart-verify-long.fio.json" "$out/$name.fio.json" 2>/dev/null || true
+        cp "$dir"/artifacts/fio.1-*.fio.json "$out/$name.fio.json" 2>/dev/null || true
         grep -iE 'i/o error|abort|blocked for more|offlined|call trace' "$dir/artifacts/dmesg" \
             >"$out/$name.dmesg-bad.txt" 2>/dev/null || true
         tail -n 30 "$dir/console.log" >"$out/$name.console-tail.txt" 2>/dev/null || true

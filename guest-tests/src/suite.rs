@@ -172,6 +172,11 @@ pub struct SuiteSpec {
     /// maps to hctx i), `guest.expect_hctx` defaults to `num_queues`, and the agent gives fio
     /// `FIO_JOBS` = this and `FIO_CPUS` = `0-(this-1)`.
     pub running_cpus: Option<u32>,
+    /// CPUs the agent brings online after boot, beside the `running_cpus` (suite/cells.rs
+    /// rule 7): their hctx are driven too (CPU i maps to hctx i), without booting every CPU
+    /// of a 128-queue guest. fio's `FIO_JOBS` and `FIO_CPUS` then cover them.
+    #[serde(default)]
+    pub online_cpus: Vec<u32>,
     #[serde(default = "default_memory_mib")]
     pub memory_mib: u32,
     #[serde(default)]

@@ -4,7 +4,9 @@
 //! each SIGKILLed once the guest's agent has reported its disk (drivers probed, device started,
 //! partitions read). After each disconnect the backend's open fds and threads are read once
 //! they settle; after the last they must equal those after the first. Both personalities
-//! (suites `reconnect-idle`, `reconnect-idle-scsi`); `VB_QEMU` picks the QEMU.
+//! (suites `reconnect-idle`, `reconnect-idle-scsi`; `VB_RECONNECT_SUFFIX=-128` takes their
+//! 128-queue forms, whose vrings past 63 run on vhost-blk's own worker threads); `VB_QEMU`
+//! picks the QEMU, `VB_RECONNECT_KERNEL` the kernel (default Debian's RT kernel).
 //!
 //! Before the daemon closed the exit eventfds vhost-user-backend 0.24 leaves open, this grew
 //! by 8 fds per connection (7 -> 32 -> 56 -> 80 after 2 / 5 / 8 connections, 2026-12-04).
@@ -127,6 +129,8 @@ fn one_connection(
 
 fn reconnects(suite_name: &str) {
     let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let suffix = std::env::var("VB_RECONNECT_SUFFIX").unwrap_or_default();
+    let suite_name = &format!("{suite_name}{suffix}");
     let n: usize = std::env::var("VB_RECONNECTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -136,7 +140,11 @@ fn reconnects(suite_name: &str) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let s = Suite::load(&suite::default_dir(), suite_name).unwrap();
-    let kernel = images::ensure(common::KERNEL, &ImageOptions::default()).unwrap();
+    // `VB_RECONNECT_KERNEL`: another kernel (the 128-queue runs use rt128: Debian's kernel with
+    // 128 possible CPUs met its MTTCG int3 Oops in about half of the boots here).
+    let kernel_name =
+        std::env::var("VB_RECONNECT_KERNEL").unwrap_or_else(|_| common::KERNEL.into());
+    let kernel = images::ensure(&kernel_name, &ImageOptions::default()).unwrap();
     let initrd = dir.join("initrd.cpio");
     let archive = job::archive(&JobParams {
         run_id: suite_name,

@@ -144,6 +144,37 @@ fn scsi_leaks_no_descriptor_or_thread_per_connection() {
     );
 }
 
+/// The same past vhost-user-backend's 64 vrings: 128 queues, half of them on vhost-blk's
+/// own worker threads (device::workers), whose epoll, exit and kick descriptors go with the
+/// connection.
+#[test]
+fn blk_128_queues_leak_no_descriptor_or_thread_per_connection() {
+    let opts = ConnectOptions {
+        num_queues: 128,
+        inflight: true,
+        mem_size: 128 << 20,
+        queue_size: 64,
+        ..Default::default()
+    };
+    connect_and_drop(&["--num-queues", "128"], &opts, 0, false);
+}
+
+#[test]
+fn scsi_128_request_queues_leak_no_descriptor_or_thread_per_connection() {
+    let opts = ConnectOptions {
+        inflight: true,
+        mem_size: 128 << 20,
+        queue_size: 64,
+        ..scsi_connect_options(128)
+    };
+    connect_and_drop(
+        &["--device", "scsi", "--num-queues", "128", "--threads", "16"],
+        &opts,
+        vhost_blk::scsi::personality::FIRST_REQUEST_QUEUE,
+        true,
+    );
+}
+
 /// Relay rule 4: with inflight tracking, a call eventfd the frontend installs after the rings
 /// run (as QEMU's vhost-user-scsi does with its guest notifiers, after enabling the rings) is
 /// signalled once the backend has it: an interrupt sent before went to a notifier QEMU
@@ -152,26 +183,30 @@ fn scsi_leaks_no_descriptor_or_thread_per_connection() {
 fn a_call_eventfd_installed_on_running_rings_is_signalled_once() {
     use vhost::VhostBackend;
     use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-    for inflight in [true, false] {
-        let backend = Backend::start(&["--mem", "16M", "--num-queues", "2"]);
-        let opts = ConnectOptions {
-            num_queues: 2,
-            inflight,
-            ..Default::default()
-        };
-        let mut conn = Connection::connect(&backend.socket, &opts).unwrap();
-        // The recovery's owed interrupt went to the first call eventfd: let it pass.
-        std::thread::sleep(Duration::from_millis(200));
-        for i in 0..2 {
-            let call = EventFd::new(EFD_NONBLOCK).unwrap();
-            conn.frontend().set_vring_call(i, &call).unwrap();
-            let t = Instant::now();
-            let mut n = 0;
-            while n == 0 && t.elapsed() < Duration::from_millis(500) {
-                n = call.read().unwrap_or(0);
-                std::thread::sleep(Duration::from_millis(5));
+    // Rings 0 and 1 on vhost-user-backend's threads; 64 and 65 on ours (device::workers).
+    for (n, rings) in [(2u16, [0, 1]), (66, [64, 65])] {
+        for inflight in [true, false] {
+            let n_s = n.to_string();
+            let backend = Backend::start(&["--mem", "16M", "--num-queues", &n_s]);
+            let opts = ConnectOptions {
+                num_queues: n,
+                inflight,
+                ..Default::default()
+            };
+            let mut conn = Connection::connect(&backend.socket, &opts).unwrap();
+            // The recovery's owed interrupt went to the first call eventfd: let it pass.
+            std::thread::sleep(Duration::from_millis(200));
+            for i in rings {
+                let call = EventFd::new(EFD_NONBLOCK).unwrap();
+                conn.frontend().set_vring_call(i, &call).unwrap();
+                let t = Instant::now();
+                let mut n = 0;
+                while n == 0 && t.elapsed() < Duration::from_millis(500) {
+                    n = call.read().unwrap_or(0);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                assert_eq!(n, u64::from(inflight), "queue {i}, inflight {inflight}");
             }
-            assert_eq!(n, u64::from(inflight), "queue {i}, inflight {inflight}");
         }
     }
 }

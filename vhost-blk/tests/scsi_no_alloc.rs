@@ -111,8 +111,11 @@ fn queue_state<K: RequestKind>(msix: Distribution) -> QueueState {
         msix,
         ..CompletionModel::default()
     };
-    let stats = Arc::new(Mutex::new(QueueStats::new(0, K::NAMES)));
-    QueueState::new(2, Some(0), &model, stats)
+    // As a queue's first request does (QueueState::submit): the histograms are allocated once,
+    // before the requests this test counts.
+    let mut st = QueueStats::new(0, K::NAMES);
+    st.prepare();
+    QueueState::new(2, Some(0), &model, Arc::new(Mutex::new(st)))
 }
 
 /// What the worker does with one chain, as `DeviceBackend::process_queue` does it.

@@ -14,14 +14,20 @@
 //! 4. `[grid]` expands, at load time, into one variant per (`num_queues`, `running_cpus`)
 //!    pair, named `q<queues>-c<cpus>`, on the sweep axis `hw_queues` (its value is the queue
 //!    count); a suite has either a grid or hand-written variants.
-//! 5. Limits: vhost-user backends serve at most 64 vrings (vhost-user-backend 0.24 keeps each
-//!    worker's queues in a u64 mask), so at most 62 SCSI request queues (control and event
-//!    queues take two) or 64 blk queues; QEMU's built-in virtio-scsi takes up to 1022; QEMU's
-//!    `pc` machine has at most 255 CPUs.
+//! 5. Limits: vhost-user carries a vring's index in one byte, so vhost-blk serves at most 256
+//!    vrings: 254 SCSI request queues (control and event queues take two) or 256 blk queues
+//!    (past vring 63 on its own worker threads: vhost-user-backend 0.24 keeps each worker's
+//!    queues in a u64 mask; docs/design/128-queues.md); qemu-storage-daemon is held to the 64
+//!    vrings it was measured with; QEMU's built-in virtio-scsi takes up to 1022; QEMU's `pc`
+//!    machine has at most 255 CPUs.
 //! 6. `[sweep]` writes a one-axis sweep once: each of its `values` becomes a variant named by
 //!    its `name` template and given its `backend_args`, `{value}` filled in (a whole number
 //!    without a fraction: `20`, not `20.0`); the variant's value is the value. A suite has at
 //!    most one of `[grid]`, `[sweep]` and hand-written variants.
+//! 7. `online_cpus` (the agent brings them online after boot) needs `running_cpus`; each is a
+//!    possible CPU (below `smp`) that is not already running (at or above `running_cpus`),
+//!    given once. The host's vCPU placement (launch::placement) plans the `running_cpus`; these
+//!    vCPUs run where the guest's other threads do.
 
 use serde::{Deserialize, Serialize};
 
@@ -148,8 +154,10 @@ impl SuiteSpec {
         match (self.backend, self.device) {
             (BackendKind::QemuBuiltin, Device::Scsi) => 1022,
             (BackendKind::QemuBuiltin, Device::Blk) => 1024,
-            (_, Device::Scsi) => 62,
-            (_, Device::Blk) => 64,
+            (BackendKind::VhostBlk, Device::Scsi) => 254,
+            (BackendKind::VhostBlk, Device::Blk) => 256,
+            (BackendKind::QemuStorageDaemon, Device::Scsi) => 62,
+            (BackendKind::QemuStorageDaemon, Device::Blk) => 64,
         }
     }
 
@@ -231,6 +239,25 @@ fn check_cell(s: &SuiteSpec, at: &str) -> Result<(), String> {
             return Err(format!("{at}running_cpus {k} not in 1..={smp} (smp)"));
         }
     }
+    check_online(s, at, smp)
+}
+
+/// Rule 7.
+fn check_online(s: &SuiteSpec, at: &str, smp: u32) -> Result<(), String> {
+    if s.online_cpus.is_empty() {
+        return Ok(());
+    }
+    let Some(k) = s.running_cpus else {
+        return Err(format!("{at}online_cpus needs running_cpus"));
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for &c in &s.online_cpus {
+        if !(k..smp).contains(&c) || !seen.insert(c) {
+            return Err(format!(
+                "{at}online_cpus: CPU {c} is not a possible CPU in {k}..{smp} given once"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -293,14 +320,30 @@ mod tests {
     #[test]
     fn shapes_beyond_the_stack_are_refused() {
         for (extra, needle) in [
-            ("num_queues = 63", "1..=62"),
-            ("num_queues = 0", "1..=62"),
+            ("num_queues = 255", "1..=254"),
+            ("num_queues = 0", "1..=254"),
             ("running_cpus = 2\nsmp = 8", "give one of them"),
             ("running_cpus = 9", "running_cpus 9 not in 1..=8"),
             ("backend_args = [\"--num-queues\", \"8\"]", "--num-queues"),
             ("running_cpus = 2\ncmdline = [\"maxcpus=4\"]", "maxcpus"),
+            ("online_cpus = [5]", "needs running_cpus"),
+            (
+                "num_queues = 8\nrunning_cpus = 2\nonline_cpus = [8]",
+                "CPU 8",
+            ),
+            (
+                "num_queues = 8\nrunning_cpus = 2\nonline_cpus = [1]",
+                "CPU 1",
+            ),
+            (
+                "num_queues = 8\nrunning_cpus = 2\nonline_cpus = [5, 5]",
+                "CPU 5",
+            ),
             ("smp = 256", "smp 256"),
-            ("[grid]\nnum_queues = [8, 64]\nrunning_cpus = [2]", "q64-c2"),
+            (
+                "[grid]\nnum_queues = [8, 255]\nrunning_cpus = [2]",
+                "q255-c2",
+            ),
             (
                 "[grid]\nnum_queues = []\nrunning_cpus = [2]",
                 "at least one",
@@ -316,11 +359,20 @@ mod tests {
                 .unwrap_err();
             assert!(e.contains(needle), "{extra}: {e}");
         }
-        // The built-in device reaches the series' 120 queues.
-        let mut s = spec("num_queues = 120\nrunning_cpus = 2");
-        s.backend = BackendKind::QemuBuiltin;
+        // The built-in device and vhost-blk reach the series' 120 queues and the card's 128;
+        // qemu-storage-daemon stays at 64 vrings.
+        for backend in [BackendKind::QemuBuiltin, BackendKind::VhostBlk] {
+            let mut s = spec("num_queues = 128\nrunning_cpus = 2");
+            s.backend = backend;
+            assert!(validate_shape(&s).is_ok(), "{backend:?}");
+            assert_eq!(s.smp(), 128);
+        }
+        let s = spec("num_queues = 128\nrunning_cpus = 2\nonline_cpus = [64, 127]");
         assert!(validate_shape(&s).is_ok());
-        assert_eq!(s.smp(), 120);
+        let mut s = spec("num_queues = 65");
+        s.device = Device::Blk;
+        s.backend = BackendKind::QemuStorageDaemon;
+        assert!(validate_shape(&s).unwrap_err().contains("1..=64"));
     }
 
     #[test]

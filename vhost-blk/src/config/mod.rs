@@ -342,7 +342,7 @@ fn image_spec(
     })
 }
 
-/// Request queues (every vring must fit the vhost-user bitmask), descriptors per queue and
+/// Request queues (every vring's index must fit vhost-user's byte), descriptors per queue and
 /// worker threads.
 fn queue_layout(o: &Options, device: DeviceKind) -> Result<(u16, u16, u16), ConfigError> {
     let num_queues = o.num_queues.unwrap_or(8);
@@ -394,25 +394,22 @@ fn disk_identity(o: &Options) -> Result<(u32, String), ConfigError> {
 }
 
 impl Config {
-    /// Queue masks for `VhostUserBackend::queues_per_thread`: queue `q` goes to thread
-    /// `q % threads`. `first_request_queue` shifts the request queues (virtio-scsi has a
-    /// control and an event queue before them, served by thread 0).
-    pub fn thread_masks(&self, total_queues: usize, first_request_queue: usize) -> Vec<u64> {
-        assert!(
-            total_queues <= MAX_VRINGS,
-            "validated: every vring fits the bitmask"
-        );
-        let threads = usize::from(self.threads);
+    /// The vrings of each worker thread: queue `q` goes to thread `q % threads`.
+    /// `first_request_queue` shifts the request queues (virtio-scsi has a control and an
+    /// event queue before them, served by thread 0). Which threads vhost-user-backend runs and
+    /// which vhost-blk runs itself is the device's business (device::workers).
+    pub fn worker_groups(
+        &self,
+        total_queues: usize,
+        first_request_queue: usize,
+    ) -> Vec<Vec<usize>> {
+        let threads = usize::from(self.threads).max(1);
         let owner = |q: usize| match q.checked_sub(first_request_queue) {
             Some(r) => r % threads,
             None => 0,
         };
         (0..threads)
-            .map(|t| {
-                (0..total_queues)
-                    .filter(|&q| owner(q) == t)
-                    .fold(0u64, |m, q| m | 1 << q)
-            })
+            .map(|t| (0..total_queues).filter(|&q| owner(q) == t).collect())
             .collect()
     }
 }

@@ -49,11 +49,11 @@ fn invalid_settings_are_rejected_with_a_reason() {
         ),
         (
             &["--socket-path", "s", "--null", "1G", "--num-queues", "0"],
-            "1..=64",
+            "1..=256",
         ),
         (
-            &["--socket-path", "s", "--null", "1G", "--num-queues", "65"],
-            "1..=64",
+            &["--socket-path", "s", "--null", "1G", "--num-queues", "257"],
+            "1..=256",
         ),
         (
             &["--socket-path", "s", "--null", "1G", "--queue-size", "100"],
@@ -210,15 +210,17 @@ fn scsi_topology_replaces_the_single_disk() {
 fn queue_count_leaves_room_for_the_personalitys_vrings() {
     let base = ["--socket-path", "s", "--null", "1G", "--num-queues"];
     let run = |extra: &[&str]| Config::try_from(args(&[&base[..], extra].concat()));
-    assert_eq!(run(&["64"]).unwrap().num_queues, 64);
-    assert_eq!(run(&["62", "--device", "scsi"]).unwrap().num_queues, 62);
-    for n in ["63", "64"] {
+    assert_eq!(run(&["256"]).unwrap().num_queues, 256);
+    assert_eq!(run(&["128"]).unwrap().num_queues, 128);
+    assert_eq!(run(&["128", "--device", "scsi"]).unwrap().num_queues, 128);
+    assert_eq!(run(&["254", "--device", "scsi"]).unwrap().num_queues, 254);
+    for n in ["255", "256"] {
         let e = run(&[n, "--device", "scsi"]).unwrap_err();
         assert!(
             matches!(
                 e,
                 ConfigError::QueueCount {
-                    max: 62,
+                    max: 254,
                     extra: 2,
                     ..
                 }
@@ -226,28 +228,32 @@ fn queue_count_leaves_room_for_the_personalitys_vrings() {
             "{e}"
         );
         let text = e.to_string();
-        assert!(text.contains("1..=62") && !text.contains('\n'), "{text}");
+        assert!(text.contains("1..=254") && !text.contains('\n'), "{text}");
     }
-    // The largest valid configuration of each device fits the u64 queue bitmask.
-    let c = run(&["62", "--device", "scsi", "--threads", "3"]).unwrap();
-    let masks = c.thread_masks(62 + 2, 2);
-    assert_eq!(masks.iter().fold(0, |a, m| a | m), u64::MAX);
+    // The largest configuration: every vring in exactly one group.
+    let c = run(&["254", "--device", "scsi", "--threads", "3"]).unwrap();
+    let mut all: Vec<usize> = c.worker_groups(254 + 2, 2).concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..256).collect::<Vec<_>>());
 }
 
 #[test]
-fn thread_masks_spread_queues() {
+fn worker_groups_spread_queues() {
     let mut c = Config::try_from(args(&["--socket-path", "s", "--null", "1G"])).unwrap();
     assert_eq!(
-        c.thread_masks(8, 0),
-        (0..8).map(|q| 1u64 << q).collect::<Vec<_>>()
+        c.worker_groups(8, 0),
+        (0..8).map(|q| vec![q]).collect::<Vec<_>>()
     );
     c.threads = 2;
-    assert_eq!(c.thread_masks(8, 0), vec![0b0101_0101, 0b1010_1010]);
+    assert_eq!(
+        c.worker_groups(8, 0),
+        vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]]
+    );
     // virtio-scsi: control + event on thread 0 with the first request queue.
     c.threads = 8;
-    let m = c.thread_masks(10, 2);
-    assert_eq!(m[0], 0b111);
-    assert_eq!(m[7], 1 << 9);
+    let m = c.worker_groups(10, 2);
+    assert_eq!(m[0], vec![0, 1, 2]);
+    assert_eq!(m[7], vec![9]);
 }
 
 #[test]

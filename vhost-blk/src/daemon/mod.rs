@@ -20,6 +20,7 @@
 //!    able to stop the daemon.
 
 pub mod relay;
+mod rings;
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::FileTypeExt;
@@ -35,6 +36,7 @@ use vmm_sys_util::signal;
 
 use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
+use crate::device::workers::OwnWorkers;
 use crate::device::{BackendOptions, DeviceBackend, Personality, RequestKind, SharedStats};
 use crate::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use crate::scsi::{ScsiOptions, ScsiPersonality};
@@ -332,14 +334,13 @@ fn serve<P: Personality>(
         model: config.completion.clone(),
         queue_size: config.queue_size,
         inflight: true,
-        thread_masks: config
-            .thread_masks(personality.num_queues(), personality.first_request_queue()),
+        groups: config.worker_groups(personality.num_queues(), personality.first_request_queue()),
     };
     tracing::info!(
         socket = %path.display(),
         device = personality.name(),
         queues = personality.num_queues(),
-        threads = opts.thread_masks.len(),
+        threads = opts.groups.len(),
         completion = %config.completion,
         "listening"
     );
@@ -404,11 +405,13 @@ fn serve_connections<P: Personality>(
     Ok(())
 }
 
-/// One frontend connection: vhost-user-backend's daemon on a fresh device backend, and the
-/// relay between the frontend and the daemon's handler.
+/// One frontend connection: vhost-user-backend's daemon on a fresh device backend, our own
+/// worker threads for the rings the crate cannot serve (device::workers), and the relay
+/// between the frontend and the daemon's handler.
 struct Connection<P: Personality> {
     backend: Arc<DeviceBackend<P>>,
     daemon: VhostUserDaemon<Arc<DeviceBackend<P>>>,
+    own: OwnWorkers,
     relay: relay::Relay,
 }
 
@@ -439,6 +442,9 @@ impl<P: Personality> Connection<P> {
         backend
             .register_listeners(&daemon.get_epoll_handlers())
             .map_err(|e| vhost_user("registering listeners", &e))?;
+        let own = backend
+            .start_own_workers()
+            .map_err(|e| vhost_user("starting worker threads", &e))?;
         let (mut inner, back) = private_pair().map_err(|e| vhost_user("private connection", &e))?;
         daemon
             .start(&mut inner)
@@ -449,6 +455,7 @@ impl<P: Personality> Connection<P> {
         Ok(Self {
             backend,
             daemon,
+            own,
             relay,
         })
     }
@@ -466,10 +473,13 @@ impl<P: Personality> Connection<P> {
         let Self {
             backend,
             mut daemon,
+            own,
             relay,
         } = self;
         let r = daemon.wait();
         relay.join();
+        // Our worker threads: exit events sent, joined (device::workers, rule 5).
+        drop(own);
         lock(&control.rings).take();
         lock(&control.connection).take();
         // Requests the device finished but the latency model still holds are completed.

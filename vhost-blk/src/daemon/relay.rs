@@ -34,6 +34,18 @@
 //!    A spurious interrupt costs the driver one look at its used ring.
 //! 5. A message larger than vhost-user's [`MAX_MSG_SIZE`] or a broken socket ends the
 //!    connection; either side closing closes the other.
+//! 6. The vring messages of the rings our own threads serve (device::workers: those the
+//!    crate's `u64` masks cannot hold) are applied here, through the device, and never reach
+//!    the handler ([`rings`] decodes them; the frontend's memory messages are followed to
+//!    translate ring addresses). Their answers are the handler's: GET_VRING_BASE's ring state,
+//!    and with REPLY_ACK and `need_reply` 0 (1 for a refused message, which then ends the
+//!    connection, as the handler does). Rules 3 and 4 hold for these rings too.
+//!    GET_QUEUE_NUM is answered here with the device's vring count when the crate knows of
+//!    fewer.
+//! 7. Before a message of rule 6 is applied, the handler has answered everything passed on
+//!    since the last time (the relay sends it a GET_FEATURES and waits for the answer, which
+//!    it keeps): the guest memory the ring will be read through is the frontend's latest, as
+//!    it is for the handler's own rings.
 //!
 //! Message codes, flags, the inflight description and the size limits are the `vhost` crate's;
 //! its framing (`Endpoint`, the message header) is crate-private, so the 12-byte header is
@@ -49,53 +61,54 @@ use std::time::Duration;
 
 use vhost::vhost_user::message::{
     FrontendReq, VhostUserHeaderFlag, VhostUserInflight, VhostUserProtocolFeatures, VhostUserU64,
-    MAX_ATTACHED_FD_ENTRIES, MAX_MSG_SIZE,
+    VhostUserVringState, MAX_ATTACHED_FD_ENTRIES, MAX_MSG_SIZE,
 };
 use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
+use super::rings::{self, AddressMap, OwnMsg, VRING_NOFD};
+use crate::device::workers::{RingMsg, CRATE_VRINGS};
 use crate::device::{DeviceBackend, InflightArea, Personality};
 
 /// Protocol version 1, the only one (`VhostUserHeaderFlag::VERSION` is the field's mask).
 const VERSION_1: u32 = 0x1;
-/// SET_VRING_KICK payload bit: no fd passed, the ring is polled (vhost-user specification;
-/// the vhost crate tests it inline and exports no name for it).
-const VRING_NOFD: u64 = 1 << 8;
 /// The header: request, flags, payload size (u32 each).
 const HDR_LEN: usize = 12;
 /// Longest wait for the handler's answer to a SET_VRING_CALL (rule 4).
 const CALL_ACK_LIMIT: Duration = Duration::from_secs(2);
+/// Longest wait for the handler's answer to rule 7's GET_FEATURES.
+const SYNC_LIMIT: Duration = Duration::from_secs(10);
 
-/// Rule 4: the handler's answer to the SET_VRING_CALL the relay is waiting for.
+/// Rules 4 and 7: the handler's answer the relay is waiting for.
 #[derive(Default)]
-struct CallAck {
-    /// (waiting, the answer is the relay's own and not passed back, arrived)
-    state: Mutex<(bool, bool, bool)>,
+struct OwnReply {
+    /// (the request answered, the answer is the relay's own and not passed back, arrived)
+    state: Mutex<(Option<u32>, bool, bool)>,
     cv: Condvar,
 }
 
-impl CallAck {
-    fn expect(&self, own: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (true, own, false);
+impl OwnReply {
+    fn expect(&self, code: FrontendReq, own: bool) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (Some(code.into()), own, false);
     }
 
-    /// The answer arrived; true if it is the relay's own (not to be passed back).
-    fn arrived(&self) -> bool {
+    /// An answer to `code` arrived; true if it is the relay's own (not to be passed back).
+    fn arrived(&self, code: u32) -> bool {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !s.0 {
+        if s.0 != Some(code) {
             return false;
         }
-        *s = (false, s.1, true);
+        *s = (None, s.1, true);
         self.cv.notify_all();
         s.1
     }
 
     /// Waits (bounded) for [`arrived`](Self::arrived); false on timeout or a broken relay.
-    fn wait(&self) -> bool {
+    fn wait(&self, limit: Duration) -> bool {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (s, _) = self
             .cv
-            .wait_timeout_while(s, CALL_ACK_LIMIT, |s| !s.2)
+            .wait_timeout_while(s, limit, |s| !s.2)
             .unwrap_or_else(|e| e.into_inner());
         s.2
     }
@@ -116,10 +129,7 @@ impl Msg {
     }
     /// The payload as `T`, if it is exactly that long (native byte order, as the protocol).
     fn body<T: ByteValued + Default>(&self) -> Option<T> {
-        let mut v = T::default();
-        let bytes = v.as_mut_slice();
-        (self.payload.len() == bytes.len()).then(|| bytes.copy_from_slice(&self.payload))?;
-        Some(v)
+        rings::decode(&self.payload)
     }
     fn need_reply(&self) -> bool {
         self.flags & VhostUserHeaderFlag::NEED_REPLY.bits() != 0
@@ -188,6 +198,13 @@ fn write_msg(
     Ok(())
 }
 
+/// Writes 1 to an eventfd the frontend sent (rules 3 and 4).
+fn signal(mut fd: &File, what: &str) {
+    if let Err(e) = fd.write_all(&1u64.to_ne_bytes()) {
+        tracing::warn!("cannot signal the {what} eventfd: {e}");
+    }
+}
+
 fn forward(to: &UnixStream, m: &Msg) -> io::Result<()> {
     let fds: Vec<RawFd> = m.fds.iter().map(AsRawFd::as_raw_fd).collect();
     write_msg(to, m.request, m.flags, &m.payload, &fds)
@@ -209,10 +226,10 @@ impl Relay {
         let front_w = Arc::new(Mutex::new(front.try_clone()?));
         let back_r = back.try_clone()?;
         let front_close = front.try_clone()?;
-        let call_ack = Arc::new(CallAck::default());
+        let own_reply = Arc::new(OwnReply::default());
         let to_back = {
             let front_w = front_w.clone();
-            let call_ack = call_ack.clone();
+            let own_reply = own_reply.clone();
             std::thread::Builder::new()
                 .name("vu-relay-in".into())
                 .spawn(move || {
@@ -220,8 +237,11 @@ impl Relay {
                         device,
                         max_queue_size,
                         reply_ack: false,
+                        protocol: 0,
                         area_installed: false,
-                        call_ack,
+                        own_reply,
+                        map: AddressMap::default(),
+                        forwarded: false,
                     };
                     if let Err(e) = s.run(&front, &back, &front_w) {
                         tracing::debug!("relay from the frontend: {e}");
@@ -235,10 +255,7 @@ impl Relay {
                 let r = (|| -> io::Result<()> {
                     while let Some(m) = read_msg(&back_r)? {
                         let is_reply = m.flags & VhostUserHeaderFlag::REPLY.bits() != 0;
-                        if is_reply
-                            && m.code() == Some(FrontendReq::SET_VRING_CALL)
-                            && call_ack.arrived()
-                        {
+                        if is_reply && own_reply.arrived(m.request) {
                             continue;
                         }
                         let w = front_w.lock().unwrap_or_else(|e| e.into_inner());
@@ -268,33 +285,36 @@ struct State<P: Personality> {
     device: Arc<DeviceBackend<P>>,
     max_queue_size: u16,
     reply_ack: bool,
+    /// The protocol features the frontend set.
+    protocol: u64,
     area_installed: bool,
-    call_ack: Arc<CallAck>,
+    own_reply: Arc<OwnReply>,
+    /// The frontend's memory regions (rule 6).
+    map: AddressMap,
+    /// Something was passed to the handler since its last answer (rule 7).
+    forwarded: bool,
 }
 
 impl<P: Personality> State<P> {
     /// Rule 4: SET_VRING_CALL passed on, then the new call eventfd signalled once installed.
-    fn set_vring_call(&self, mut m: Msg, back: &UnixStream) -> io::Result<()> {
+    fn set_vring_call(&mut self, mut m: Msg, back: &UnixStream) -> io::Result<()> {
         let nofd = m
             .body::<VhostUserU64>()
             .is_none_or(|v| v.value & VRING_NOFD != 0);
         if !self.area_installed || nofd || m.fds.is_empty() {
-            return forward(back, &m);
+            return self.forward(back, &m);
         }
         if self.reply_ack {
-            self.call_ack.expect(!m.need_reply());
+            self.own_reply
+                .expect(FrontendReq::SET_VRING_CALL, !m.need_reply());
             m.flags |= VhostUserHeaderFlag::NEED_REPLY.bits();
         }
-        forward(back, &m)?;
-        if self.reply_ack && !self.call_ack.wait() {
+        self.forward(back, &m)?;
+        if self.reply_ack && !self.own_reply.wait(CALL_ACK_LIMIT) {
             tracing::warn!("no answer to SET_VRING_CALL: signalling the call eventfd anyway");
         }
-        let signalled = m
-            .fds
-            .first()
-            .map(|mut fd| fd.write_all(&1u64.to_ne_bytes()));
-        if let Some(Err(e)) = signalled {
-            tracing::warn!("cannot signal the call eventfd: {e}");
+        if let Some(fd) = m.fds.first() {
+            signal(fd, "call");
         }
         Ok(())
     }
@@ -311,43 +331,139 @@ impl<P: Personality> State<P> {
             write_msg(&w, code.into(), flags, payload, fds)
         };
         while let Some(m) = read_msg(front)? {
-            match m.code() {
-                Some(FrontendReq::GET_INFLIGHT_FD) => {
-                    let (answer, file) = self.get_inflight(&m);
-                    let fds: Vec<RawFd> = file.iter().map(AsRawFd::as_raw_fd).collect();
-                    reply(FrontendReq::GET_INFLIGHT_FD, answer.as_slice(), &fds)?;
-                }
-                Some(FrontendReq::SET_INFLIGHT_FD) => {
-                    let ok = self.set_inflight(m.fds.first(), &m);
-                    if self.reply_ack && m.need_reply() {
-                        let v = VhostUserU64::new(u64::from(!ok));
-                        reply(FrontendReq::SET_INFLIGHT_FD, v.as_slice(), &[])?;
-                    }
-                }
-                Some(FrontendReq::SET_VRING_CALL) => self.set_vring_call(m, back)?,
-                code => {
-                    if code == Some(FrontendReq::SET_PROTOCOL_FEATURES) {
-                        self.reply_ack = m.body::<VhostUserU64>().is_some_and(|f| {
-                            f.value & VhostUserProtocolFeatures::REPLY_ACK.bits() != 0
-                        });
-                    }
-                    let kick = (code == Some(FrontendReq::SET_VRING_KICK) && self.area_installed)
-                        .then(|| m.body::<VhostUserU64>())
-                        .flatten()
-                        .map(|v| v.value);
-                    if let Some(v) = kick {
-                        self.device.ring_starting(usize::from(v as u8));
-                    }
-                    forward(back, &m)?;
-                    let polled = kick.is_none_or(|v| v & VRING_NOFD != 0);
-                    if let (false, Some(mut fd)) = (polled, m.fds.first()) {
-                        if let Err(e) = fd.write_all(&1u64.to_ne_bytes()) {
-                            tracing::warn!("cannot signal the kick eventfd: {e}");
-                        }
-                    }
-                }
+            if let Some(m) = self.own_ring(m, back, &reply)? {
+                self.route(m, back, &reply)?;
             }
         }
+        Ok(())
+    }
+
+    /// Passes `m` to the handler (rule 7 remembers it).
+    fn forward(&mut self, back: &UnixStream, m: &Msg) -> io::Result<()> {
+        self.forwarded = true;
+        forward(back, m)
+    }
+
+    /// Everything but rule 6's messages.
+    fn route(
+        &mut self,
+        m: Msg,
+        back: &UnixStream,
+        reply: &impl Fn(FrontendReq, &[u8], &[RawFd]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match m.code() {
+            Some(FrontendReq::GET_INFLIGHT_FD) => {
+                let (answer, file) = self.get_inflight(&m);
+                let fds: Vec<RawFd> = file.iter().map(AsRawFd::as_raw_fd).collect();
+                reply(FrontendReq::GET_INFLIGHT_FD, answer.as_slice(), &fds)
+            }
+            Some(FrontendReq::SET_INFLIGHT_FD) => {
+                let ok = self.set_inflight(m.fds.first(), &m);
+                if self.reply_ack && m.need_reply() {
+                    let v = VhostUserU64::new(u64::from(!ok));
+                    reply(FrontendReq::SET_INFLIGHT_FD, v.as_slice(), &[])?;
+                }
+                Ok(())
+            }
+            Some(FrontendReq::SET_VRING_CALL) => self.set_vring_call(m, back),
+            code => {
+                if code == Some(FrontendReq::SET_PROTOCOL_FEATURES) {
+                    self.protocol = m.body::<VhostUserU64>().map_or(0, |f| f.value);
+                    self.reply_ack =
+                        self.protocol & VhostUserProtocolFeatures::REPLY_ACK.bits() != 0;
+                }
+                if let Some(code) = code {
+                    self.map.observe(code, &m.payload);
+                }
+                let kick = (code == Some(FrontendReq::SET_VRING_KICK) && self.area_installed)
+                    .then(|| m.body::<VhostUserU64>())
+                    .flatten()
+                    .map(|v| v.value);
+                if let Some(v) = kick {
+                    self.device.ring_starting(usize::from(v as u8));
+                }
+                self.forward(back, &m)?;
+                let polled = kick.is_none_or(|v| v & VRING_NOFD != 0);
+                if let (false, Some(fd)) = (polled, m.fds.first()) {
+                    signal(fd, "kick");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Rule 6: applies `m` if it is for one of our rings (or is GET_QUEUE_NUM and the crate
+    /// knows of fewer vrings); otherwise hands it back.
+    fn own_ring(
+        &mut self,
+        mut m: Msg,
+        back: &UnixStream,
+        reply: &impl Fn(FrontendReq, &[u8], &[RawFd]) -> io::Result<()>,
+    ) -> io::Result<Option<Msg>> {
+        let Some(code) = m.code() else {
+            return Ok(Some(m));
+        };
+        let total = self.device.personality().num_queues();
+        let mq = self.protocol & VhostUserProtocolFeatures::MQ.bits() != 0;
+        if code == FrontendReq::GET_QUEUE_NUM && total > CRATE_VRINGS && mq {
+            return reply(code, VhostUserU64::new(total as u64).as_slice(), &[]).map(|()| None);
+        }
+        let q = match rings::ring_index(code, &m.payload) {
+            Some(q) if self.device.is_own_ring(q) => q,
+            _ => return Ok(Some(m)),
+        };
+        self.sync(back)?;
+        let file = (!m.fds.is_empty()).then(|| m.fds.remove(0));
+        // Rules 3 and 4: a copy of the descriptor, to signal once the ring has the original.
+        let signal_after = match (&file, self.area_installed) {
+            (Some(f), true) => f.try_clone().ok(),
+            _ => None,
+        };
+        let applied = match rings::own_msg(code, &m.payload, file, &self.map) {
+            Ok(OwnMsg::Stop) => self.device.own_ring_stop(q).map(Some),
+            Ok(OwnMsg::Ring(msg)) => {
+                if matches!(msg, RingMsg::Kick(Some(_))) && self.area_installed {
+                    self.device.ring_starting(q);
+                }
+                self.device.own_ring_message(q, msg).map(|()| None)
+            }
+            Err(why) => Err(crate::device::RingError::Addr { q, why }),
+        };
+        match applied {
+            Ok(Some(next_avail)) => {
+                let st = VhostUserVringState::new(q as u32, u32::from(next_avail));
+                reply(code, st.as_slice(), &[])?;
+            }
+            Ok(None) => {
+                if let Some(f) = &signal_after {
+                    signal(f, "kick or call");
+                }
+                if self.reply_ack && m.need_reply() {
+                    reply(code, VhostUserU64::new(0).as_slice(), &[])?;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("{code:?}: {e}: ending the connection");
+                if self.reply_ack && m.need_reply() {
+                    reply(code, VhostUserU64::new(1).as_slice(), &[])?;
+                }
+                return Err(io::Error::other(e.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Rule 7: waits until the handler has answered everything passed on so far.
+    fn sync(&mut self, back: &UnixStream) -> io::Result<()> {
+        if !self.forwarded {
+            return Ok(());
+        }
+        self.own_reply.expect(FrontendReq::GET_FEATURES, true);
+        write_msg(back, FrontendReq::GET_FEATURES.into(), VERSION_1, &[], &[])?;
+        if !self.own_reply.wait(SYNC_LIMIT) {
+            return Err(io::Error::other("the handler did not answer GET_FEATURES"));
+        }
+        self.forwarded = false;
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! The vhost-user backend: one `VhostUserBackend` generic over a device [`Personality`].
 //!
-//! Queues are served by worker threads created by vhost-user-backend (one per queue by
-//! default, see `Config::thread_masks`). Each queue has its own state behind its own mutex,
+//! Queues are served by worker threads, one per queue by default (`Config::worker_groups`):
+//! vhost-user-backend's for the groups of vrings its `u64` masks can hold, ours
+//! ([`super::workers`]) for the rest; both call the same `handle_event`. Each queue has its own state behind its own mutex,
 //! locked only by the worker that owns the queue (and briefly by the control thread when the
 //! ring is stopped), so queues never wait for each other. Nothing here knows about blk or SCSI
 //! requests: the personality turns a descriptor chain into an [`Outcome`], and the queue's
@@ -37,11 +38,15 @@ use super::inflight::{InflightArea, RecoveryGate};
 use super::personality::{Outcome, Personality, RequestKind};
 use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
 use super::resubmit::{within_guest_ram, Scratch};
+use super::workers::{OwnThread, OwnWorkers, ThreadPlan, CRATE_VRINGS};
 use crate::completion::CompletionModel;
 
 // The `VhostUserBackend` trait's methods (what vhost-user-backend calls), over the state and
 // the worker turns of this file: a child module, so it reaches their private parts.
 mod vhost_user;
+// The rings our own worker threads serve: their vring messages (from the relay) and threads.
+mod own;
+pub use own::RingError;
 
 /// Settings of the vhost-user layer.
 #[derive(Debug, Clone)]
@@ -49,8 +54,8 @@ pub struct BackendOptions {
     pub queue_size: u16,
     /// The completion-latency model of the request queues.
     pub model: CompletionModel,
-    /// Queue masks per worker thread.
-    pub thread_masks: Vec<u64>,
+    /// The vrings of each worker thread (`Config::worker_groups`).
+    pub groups: Vec<Vec<usize>>,
     /// Offer VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD. Only when something in front of the
     /// vhost-user-backend handler answers GET/SET_INFLIGHT_FD and calls
     /// [`DeviceBackend::set_inflight`] (the daemon's relay does).
@@ -79,8 +84,12 @@ pub struct DeviceBackend<P: Personality> {
     personality: Arc<P>,
     mem: GuestMem,
     opts: BackendOptions,
-    /// For each worker thread, the global indices of its queues, in order.
-    thread_queues: Vec<Vec<usize>>,
+    /// Which thread serves each vring (device::workers, rule 1).
+    plan: ThreadPlan,
+    /// Our own worker threads' state, by thread id minus the crate's thread count.
+    own: Vec<Arc<OwnThread>>,
+    /// Per vring: (index into `own`, local index) if one of our threads serves it.
+    own_at: Vec<Option<(usize, usize)>>,
     /// Per queue, by global index: its state, resume eventfd and counters.
     queues: Vec<QueueSlot>,
     event_idx: AtomicBool,
@@ -101,11 +110,7 @@ impl<P: Personality> DeviceBackend<P> {
     ) -> io::Result<Self> {
         let n = personality.num_queues();
         assert!(n <= super::MAX_VRINGS, "validated by the configuration");
-        let thread_queues = opts
-            .thread_masks
-            .iter()
-            .map(|m| (0..n).filter(|q| (m >> q) & 1 == 1).collect())
-            .collect();
+        let plan = ThreadPlan::new(&opts.groups, n);
         if stats.len() < n {
             return Err(io::Error::other(format!(
                 "statistics for {} queues, the device has {n}",
@@ -127,18 +132,39 @@ impl<P: Personality> DeviceBackend<P> {
             })
             .collect::<io::Result<_>>()?;
         let gated = (0..n).find(|&q| personality.completes_after_requests(q));
-        Ok(Self {
+        let own = plan
+            .own()
+            .map(|(id, qs)| OwnThread::new(id, qs, &mem, opts.queue_size).map(Arc::new))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut own_at = vec![None; n];
+        for (t, thread) in own.iter().enumerate() {
+            for (l, &q) in plan
+                .queues(thread.id())
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                if let Some(at) = own_at.get_mut(q) {
+                    *at = Some((t, l));
+                }
+            }
+        }
+        let me = Self {
             personality,
             mem,
             opts,
-            thread_queues,
+            plan,
+            own,
+            own_at,
             queues,
             event_idx: AtomicBool::new(false),
             acked_features: AtomicU64::new(0),
             exit_events: ExitEvents::default(),
             gated,
             gate: RecoveryGate::default(),
-        })
+        };
+        me.register_own_listeners()?;
+        Ok(me)
     }
 
     pub fn personality(&self) -> &Arc<P> {
@@ -495,36 +521,43 @@ fn yield_then_look(vring: &Vring, mem: &GuestMemoryMmapT) -> bool {
 }
 
 impl<P: Personality> DeviceBackend<P> {
-    /// Registers each queue's completion timer and resume eventfd with its worker's epoll loop.
+    /// Registers each queue's completion timer and resume eventfd with its worker's epoll loop,
+    /// for the threads vhost-user-backend runs (ours: `new`).
     pub fn register_listeners(
         &self,
         handlers: &[Arc<vhost_user_backend::VringEpollHandler<Arc<Self>>>],
     ) -> io::Result<()> {
-        let n = self.personality.num_queues();
-        if handlers.len() < self.thread_queues.len() {
+        if handlers.len() < self.plan.crate_threads() {
             return Err(io::Error::other(format!(
                 "{} epoll handlers for {} worker threads",
                 handlers.len(),
-                self.thread_queues.len()
+                self.plan.crate_threads()
             )));
         }
-        for (queues, handler) in self.thread_queues.iter().zip(handlers) {
-            // `thread_queues` holds only queues below the device's count (`new`).
-            for (q, slot) in queues
-                .iter()
-                .filter_map(|&q| Some((q, self.queues.get(q)?)))
-            {
-                if let Some(fd) = slot.lock().timer_fd() {
-                    handler.register_listener(fd, EventSet::IN, (n + 1 + q) as u64)?;
-                }
-                handler.register_listener(
-                    slot.resume.as_raw_fd(),
-                    EventSet::IN,
-                    (2 * n + 1 + q) as u64,
-                )?;
+        for (queues, handler) in self.plan.groups().iter().zip(handlers) {
+            for (fd, data) in self.listeners(queues) {
+                handler.register_listener(fd, EventSet::IN, data)?;
             }
         }
         Ok(())
+    }
+
+    /// The timer and resume eventfds of `queues`, each with its event data (`handle_event`:
+    /// timer n + 1 + q, resume 2 n + 1 + q).
+    fn listeners(&self, queues: &[usize]) -> Vec<(std::os::fd::RawFd, u64)> {
+        let n = self.personality.num_queues();
+        let mut out = Vec::new();
+        // The plan holds only queues below the device's count (`ThreadPlan::new`).
+        for (q, slot) in queues
+            .iter()
+            .filter_map(|&q| Some((q, self.queues.get(q)?)))
+        {
+            if let Some(fd) = slot.lock().timer_fd() {
+                out.push((fd, (n + 1 + q) as u64));
+            }
+            out.push((slot.resume.as_raw_fd(), (2 * n + 1 + q) as u64));
+        }
+        out
     }
 
     /// Publishes what every request queue but `except` holds (with `except`'s lock held: the

@@ -13,9 +13,11 @@
 //! - [`diag`]: a queue described from outside (ring indices, event-index fields, kick and drain
 //!   counts), for diagnosing a stall.
 //! - [`exit_events`]: the workers' exit events, whose read ends vhost-user-backend leaves open.
+//! - [`workers`]: which thread serves each vring; the worker threads of our own for the vrings
+//!   vhost-user-backend's `u64` masks cannot hold.
 //!
 //! Dependencies inside: `backend` -> `queue`, `personality`, `chain`, `inflight`, `resubmit`,
-//! `diag`, `exit_events`; `diag` -> `queue`, `chain`, `split`; `resubmit` -> `split`;
+//! `diag`, `exit_events`, `workers`; `workers` -> `queue`; `diag` -> `queue`, `chain`, `split`; `resubmit` -> `split`;
 //! `queue` -> `inflight`; `resubmit`, `personality` -> `chain`.
 //! Outside: `queue` uses the completion engine and the statistics; nothing above (config,
 //! daemon, blk, scsi).
@@ -28,8 +30,9 @@ pub mod inflight;
 pub mod personality;
 pub mod queue;
 pub mod resubmit;
+pub mod workers;
 
-pub use backend::{BackendOptions, DeviceBackend};
+pub use backend::{BackendOptions, DeviceBackend, RingError};
 pub use chain::Chain;
 pub use chain::{guest_bufs, ChainLimits, GuestBufs};
 pub use inflight::{InflightArea, StateRegion};
@@ -50,6 +53,7 @@ pub mod split {
     }
 }
 
-/// Most vrings of one device: vhost-user-backend gives each worker thread its queues as a
-/// `u64` bitmask.
-pub const MAX_VRINGS: usize = 64;
+/// Most vrings of one device: vhost-user carries a vring's index in one byte in
+/// SET_VRING_KICK, SET_VRING_CALL and SET_VRING_ERR. (vhost-user-backend's threads take the
+/// first [`workers::CRATE_VRINGS`], ours the rest.)
+pub const MAX_VRINGS: usize = 256;

@@ -116,6 +116,8 @@ pub struct QueueState {
     tracker: Option<Tracker>,
     /// An interrupt is due but the ring had no call eventfd (see the module documentation).
     owe_signal: bool,
+    /// The statistics' histograms are allocated (at the queue's first request).
+    stats_ready: bool,
 }
 
 /// Counts the finished requests and hands them to the engine in completion order, so the
@@ -171,6 +173,7 @@ impl QueueState {
             published: Vec::with_capacity(BATCH),
             tracker: None,
             owe_signal: false,
+            stats_ready: false,
         }
     }
 
@@ -200,6 +203,10 @@ impl QueueState {
     pub fn attach(&mut self, vring: &Vring) {
         if self.vring.is_none() {
             self.vring = Some(vring.clone());
+            self.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .prepare();
         }
     }
 
@@ -214,6 +221,15 @@ impl QueueState {
         written: u64,
         extra_ns: u64,
     ) {
+        if !self.stats_ready {
+            // The queue's first request: its statistics allocate their histograms now, once
+            // (stats::Hist), not for every queue of a device whose guest drives a few.
+            self.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .prepare();
+            self.stats_ready = true;
+        }
         self.finished.push(Finished {
             item: (head, used_len),
             kind,

@@ -9,7 +9,8 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     type Vring = Vring;
 
     fn num_queues(&self) -> usize {
-        self.personality.num_queues()
+        // The vrings the crate keeps; those past it are ours (device::workers).
+        self.personality.num_queues().min(CRATE_VRINGS)
     }
 
     fn max_queue_size(&self) -> usize {
@@ -23,6 +24,11 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     fn acked_features(&self, features: u64) {
         self.acked_features.store(features, Ordering::Relaxed);
         self.personality.acked_features(features);
+        if features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0 {
+            // Without the protocol features every ring is enabled at once (the crate does
+            // this for its rings).
+            self.own_rings_enable(true);
+        }
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
@@ -45,10 +51,12 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         }
         self.gate.clear();
         self.event_idx.store(false, Ordering::Relaxed);
+        self.own_rings_enable(false);
     }
 
     fn set_event_idx(&self, enabled: bool) {
         self.event_idx.store(enabled, Ordering::Relaxed);
+        self.own_rings_event_idx(enabled);
     }
 
     fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
@@ -70,7 +78,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     }
 
     fn queues_per_thread(&self) -> Vec<u64> {
-        self.opts.thread_masks.clone()
+        self.plan.crate_masks()
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
@@ -99,7 +107,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
         thread_id: usize,
     ) -> io::Result<()> {
         let n = self.personality.num_queues();
-        let Some(mine) = self.thread_queues.get(thread_id) else {
+        let Some(mine) = self.plan.queues(thread_id) else {
             return Ok(());
         };
         let ev = usize::from(device_event);
