@@ -98,6 +98,7 @@ fn one_boot(cell: &Suite, kernel: &images::KernelImage, dir: &Path) -> Option<Co
     let archive = job::archive(&JobParams {
         run_id: "cost",
         suite: cell,
+        lock_offsets: None,
     });
     job::write_initrd(&kernel.initramfs, &archive, &initrd).unwrap();
     let socket = dir.join("vhost.sock");

@@ -84,8 +84,13 @@ pub struct RestartRecord {
     pub pid: u32,
     /// Open file descriptors of the backend.
     pub backend_fds: Option<u32>,
-    /// Resident set of the backend, KiB.
+    /// Resident set of the backend, KiB: its private memory plus the pages of the guest's
+    /// shared memory it has touched (which vary with where the guest's buffers were).
     pub backend_rss_kib: Option<u64>,
+    /// The private (anonymous) part of that resident set, KiB (`RssAnon`): heap, stacks and
+    /// statistics, what a leak per instance would grow. Absent in records made before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_anon_kib: Option<u64>,
     /// Open file descriptors of QEMU.
     pub qemu_fds: Option<u32>,
     /// Whether it was killed (false: the last instance).
@@ -127,6 +132,9 @@ pub struct RestartResult {
     /// Per instance, killed ones first.
     pub backend_fds: Vec<u64>,
     pub backend_rss_kib: Vec<u64>,
+    /// Per instance, the private part (empty in results made before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_anon_kib: Vec<u64>,
     pub qemu_fds: Vec<u64>,
     /// The run's wall time, seconds.
     pub wall_s: Option<f64>,
@@ -171,6 +179,12 @@ fn modified(p: &Path) -> Option<SystemTime> {
 /// `VmRSS` of `/proc/PID/status`, KiB (procfs keeps the kernel's kB figure as it is).
 fn rss_kib(pid: u32) -> Option<u64> {
     process(pid)?.status().ok()?.vmrss
+}
+
+/// `RssAnon` of `/proc/PID/status`, KiB: the resident set without file and shared-memory pages
+/// (the guest's memory is a shared memfd mapping).
+fn anon_kib(pid: u32) -> Option<u64> {
+    process(pid)?.status().ok()?.rssanon
 }
 
 /// Drives the kills of one run.
@@ -303,6 +317,7 @@ impl Restarter {
             pid,
             backend_fds: fd_count(pid),
             backend_rss_kib: rss_kib(pid),
+            backend_anon_kib: anon_kib(pid),
             qemu_fds: qemu.and_then(fd_count),
             killed,
             in_step,
@@ -474,6 +489,7 @@ mod tests {
         let me = std::process::id();
         assert!(fd_count(me).unwrap() >= 3);
         assert!(rss_kib(me).unwrap() > 0);
+        assert!(anon_kib(me).unwrap() > 0);
         assert!(fd_count(u32::MAX).is_none());
     }
 

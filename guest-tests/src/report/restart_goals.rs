@@ -10,7 +10,8 @@
 //! 2. A run meets its goals when the test exited 0 (fio exit 0, no job error or verify
 //!    failure, no bad dmesg line, no hang: the test checks these), the killed instances' chains
 //!    resubmitted on request queues add up to at least `min_resubmitted`, and over all
-//!    instances the backend's fds stay within 2 of each other and its RSS within +50 % of the
+//!    instances the backend's fds stay within 2 of each other and its private memory
+//!    (`RssAnon`; the whole RSS for records made before it was kept) within +50 % of the
 //!    smallest (neither may be empty). A missed run says why when the log has a panic (the
 //!    line after `panicked at`, at most 120 characters) or, if the log mentions `exit` but has
 //!    no result line, `no result line`.
@@ -113,9 +114,15 @@ fn run_row(out: &Path, name: &str, min_resubmitted: u64) -> (String, bool) {
         .filter_map(|r| r.backend_fds.map(u64::from))
         .collect();
     let rss: Vec<u64> = recs.iter().filter_map(|r| r.backend_rss_kib).collect();
+    // The private part when every instance has it (rule 2), else the whole resident set.
+    let anon: Vec<u64> = recs.iter().filter_map(|r| r.backend_anon_kib).collect();
+    let mem = if anon.len() == recs.len() {
+        &anon
+    } else {
+        &rss
+    };
     let total: u64 = resub.iter().sum();
-    let ok =
-        st.exit == Some(0) && total >= min_resubmitted && flat(&fds, true) && flat(&rss, false);
+    let ok = st.exit == Some(0) && total >= min_resubmitted && flat(&fds, true) && flat(mem, false);
     let (fio, dmesg) = res.as_ref().map_or(("?".into(), "?".into()), |r| {
         let rc = r.fio_rc.map_or("None".into(), |c| c.to_string());
         let fio = format!("rc {rc}, {} job err", r.fio_job_errors);
