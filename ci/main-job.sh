@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian 12 machine: install, build, and judge seed 000's fix against the
 # base kernel (docs/verdict.md): rt128 and rt128+seed000-v7 (Debian's 6.12 with PREEMPT_RT),
-# suite seed000-scale, cell q62-c2, REPEAT boots each; prints each fix kernel's judgement
+# suite seed000-scale, cell q120-c2, REPEAT boots each; prints each fix kernel's judgement
 # (improved / unchanged / worse / unsafe / undecided) with its reasons, then the figures, and
 # writes report.md / report.html under OUT. Environment: REPEAT (4: docs/verdict.md, "Design"),
 # LINE (rt; rt73 takes FIX=seed000-v8), FIX, KERNELS (first = baseline), VARIANT, DESIGN
@@ -16,7 +16,7 @@ FIX=${FIX:-seed000-v7}
 base=$LINE+cpus128
 [ "$LINE" = rt ] && base=rt128 # the alias of rt+cpus128 (same image), shorter in tables
 KERNELS=${KERNELS:-$base,$base+$FIX}
-VARIANT=${VARIANT:-q62-c2}
+VARIANT=${VARIANT:-q120-c2}
 DESIGN=${DESIGN:-interleaved}
 HOST_SCHED=${HOST_SCHED:-short}
 BUILTIN=${BUILTIN:-0}

@@ -67,6 +67,22 @@ step "guest images (debian-rt and debian-rt73 kernels + initramfs with static fi
 # image builder's private sources list (images/kernels.toml); the host's apt sources stay as
 # they are.
 cargo run -q -p guest-tests -- images build debian-rt debian-rt73
+# The verdict's control pair (docs/verdict.md): rt128 against rt128+lockhelper, the queue_lock
+# re-check moved unchanged into a helper, 3 boots each in the main job's suite and cell, judged:
+# it must not be improved, and the queue_lock must be named by its address on both kernels
+# (`check judgement` fails when a per-lock figure is missing). ~5 min of kernel build, ~4 min
+# of boots. Before the tree kernel below: a tree is built as rt128 is, so its cold build finds
+# rt128's objects in ccache. VB_CONTROL_PAIR=0 leaves it out.
+if [ "${VB_CONTROL_PAIR:-1}" = 1 ]; then
+    step "the verdict's control pair: rt128 against rt128+lockhelper, judged"
+    ci/fetch-herd7.sh
+    pair=$(mktemp -d)
+    cargo run -q -p guest-tests -- run --suite seed000-scale --variant q120-c2 \
+        --kernels rt128,rt128+lockhelper --repeat 3 --no-progress --out "$pair/run" | tail -n 1
+    cargo run -q -p guest-tests -- check judgement "$pair/run" \
+        --expect rt128+lockhelper=unchanged/undecided/worse
+    rm -rf "$pair"
+fi
 # An ad-hoc kernel from a git tree (Debian's source as a git repo), built and booted: one cold
 # kernel build (~16 min on 2 cores with an empty ccache) + one incremental, bounded by a timeout.
 # Before the tests: the Slurm test's bisection step (judge --executor slurm) builds the same
@@ -104,21 +120,6 @@ if grep -q 'trace_event=' "$smoke73"/traced/*/qemu.argv; then
     exit 1
 fi
 rm -rf "$smoke73"
-# The verdict's control pair (docs/verdict.md): rt128 against rt128+lockhelper, the queue_lock
-# re-check moved unchanged into a helper, 3 boots each in the main job's suite and cell, judged:
-# it must not be improved, and the queue_lock must be named by its address on both kernels
-# (`check judgement` fails when a per-lock figure is missing). ~5 min of kernel build, ~4 min
-# of boots. VB_CONTROL_PAIR=0 leaves it out.
-if [ "${VB_CONTROL_PAIR:-1}" = 1 ]; then
-    step "the verdict's control pair: rt128 against rt128+lockhelper, judged"
-    ci/fetch-herd7.sh
-    pair=$(mktemp -d)
-    cargo run -q -p guest-tests -- run --suite seed000-scale --variant q62-c2 \
-        --kernels rt128,rt128+lockhelper --repeat 3 --no-progress --out "$pair/run" | tail -n 1
-    cargo run -q -p guest-tests -- check judgement "$pair/run" \
-        --expect rt128+lockhelper=unchanged/undecided/worse
-    rm -rf "$pair"
-fi
 # Linux 7.3 from source, cold, then one patch (v8) on top: each bzImage must be bit-identical
 # to the one the committed 7.3 results recorded, built on another machine (~5-7 min on 2 cores;
 # prints the build times against the issue's goals). VB_REPRO73=0 leaves it out.

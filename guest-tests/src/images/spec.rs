@@ -14,8 +14,11 @@
 //! `rt+mine=rt+patch:/tmp/x.patch`, `v8fix=rt73+seed000-v8+patch:~/fix.patch`.
 //!
 //! Rules:
-//! 1. A tree is built with the config fragment and patch stack of [`TREE_BASE_VARIANT`] (`rt`),
-//!    then the spec's patches in order; the build is the same code path as a named variant.
+//! 1. A tree is built with the config fragment, overlays and patch stack of
+//!    [`TREE_BASE_VARIANT`] (`rt128`: `rt` with NR_CPUS=128, so that a tree runs every cell of
+//!    seed000-scale, up to the series' 120 hardware queues), then the spec's patches in order;
+//!    the build is the same code path as a named variant, and shares ccache's objects with
+//!    rt128's builds of the same source.
 //! 2. LABEL is [A-Za-z0-9+-_.] and must not be a kernel name the manifest resolves (a result's
 //!    kernel name means one thing).
 //! 3. `~/` at the start of a path is the home directory. Paths may not contain `,` (the list
@@ -27,7 +30,7 @@
 use std::path::{Path, PathBuf};
 
 /// The variant whose fragment and patch stack a `tree:` kernel is built with.
-pub const TREE_BASE_VARIANT: &str = "rt";
+pub const TREE_BASE_VARIANT: &str = "rt128";
 
 /// What an ad-hoc kernel starts from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +124,7 @@ impl KernelSpec {
         matches!(&self.base, Base::Variant(v) if *v == self.label) && self.patches.is_empty()
     }
 
-    /// The manifest kernel it is built as (`rt` for a tree).
+    /// The manifest kernel it is built as ([`TREE_BASE_VARIANT`] for a tree).
     pub fn base_variant(&self) -> &str {
         match &self.base {
             Base::Variant(v) => v,
