@@ -42,8 +42,14 @@ git ls-files -z -- '*.sh' .ci/run images/agent/init | xargs -0 shellcheck -x
 export CARGO_TERM_COLOR=never
 step "format"
 cargo fmt --all -- --check
+# vhost-blk/fuzz is a workspace of its own (cargo fuzz builds it with nightly and sanitizers),
+# outside --all and --workspace: checked by its manifest, on the stable toolchain.
+cargo fmt --manifest-path vhost-blk/fuzz/Cargo.toml -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --manifest-path vhost-blk/fuzz/Cargo.toml --all-targets -- -D warnings
+step "cargo doc (-D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 step "build"
 cargo build --workspace --all-targets
 step "memory model: every shipped LKMM litmus test of 6.12 and 7.3, then every project litmus test"
