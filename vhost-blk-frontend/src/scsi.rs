@@ -22,9 +22,9 @@ pub const FIRST_REQUEST_QUEUE: usize = 2;
 pub const CDB_SIZE: usize = 32;
 /// Sense bytes in `virtio_scsi_cmd_resp` (default `sense_size`).
 pub const SENSE_SIZE: usize = 96;
-/// `virtio_scsi_cmd_req`: lun[8], tag, task_attr, prio, crn, cdb[32].
+/// `virtio_scsi_cmd_req`: `lun[8]`, tag, task_attr, prio, crn, `cdb[32]`.
 pub const CMD_REQ_LEN: u32 = 19 + CDB_SIZE as u32;
-/// `virtio_scsi_cmd_resp`: sense_len, resid, status_qualifier, status, response, sense[96].
+/// `virtio_scsi_cmd_resp`: sense_len, resid, status_qualifier, status, response, `sense[96]`.
 pub const CMD_RESP_LEN: u32 = 12 + SENSE_SIZE as u32;
 /// `virtio_scsi_ctrl_tmf_req` / `_resp`.
 pub const TMF_REQ_LEN: u32 = 24;

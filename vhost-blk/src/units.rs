@@ -2,7 +2,7 @@
 //! error texts, used by the command line, the settings file, the compact topology form and the
 //! bench.
 //!
-//! - Sizes ([`parse_size`]): bytes or a binary suffix, case-insensitive: `4096`, `4k`, `64M`,
+//! - Sizes ([`parse_size()`]): bytes or a binary suffix, case-insensitive: `4096`, `4k`, `64M`,
 //!   `1G`, `2T` (parse-size with binary units, so `1KB` = `1KiB` = 1024).
 //! - Durations ([`parse_duration_ns`]): a non-negative decimal number and one of the units `ns`,
 //!   `us` (or `µs`), `ms`, `s`: `250ns`, `50us`, `1.5ms`, `2s`; a bare number needs a unit except

@@ -1,5 +1,5 @@
 //! How each boot of a bisection or a judge runs: suite, metric, QEMU and backend settings,
-//! and where (here, or as Slurm jobs). Shared by [`super::lab`] and [`super::onslurm`].
+//! and where (here, or as Slurm jobs). Shared by [`super::lab`] and `super::onslurm`.
 
 use crate::launch::settings::BootSettings;
 

@@ -13,7 +13,7 @@
 //!    reached its agent) or lacks the metric is a skip; its run directory is kept.
 //! 4. Runs go to `<out>/refs/good/`, `<out>/refs/bad/` (usable as `judge --good/--bad`) and
 //!    `<out>/steps/`. With `--executor slurm` each boot is a one-task Slurm job array
-//!    ([`super::onslurm`]) whose matrix directory is that run directory.
+//!    (`super::onslurm`) whose matrix directory is that run directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

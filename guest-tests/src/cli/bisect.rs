@@ -58,6 +58,7 @@ pub struct BisectArgs {
     base_variant: String,
     /// Output directory (default: results/bisect-<suite>-<UTC time>); holding this
     /// bisection's journal.json, it is resumed.
+    #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
     #[arg(long)]
     out: Option<PathBuf>,
     /// Boots of each end before bisecting.
@@ -92,6 +93,7 @@ pub struct JudgeArgs {
     tree: PathBuf,
     /// Where the boots go, outside the tree (default: results/judge-<commit>-<UTC time> in
     /// this repository).
+    #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]

@@ -41,6 +41,7 @@ pub enum Cmd {
     Rerun {
         results: PathBuf,
         /// Output run directory (default: <original run dir>-rerun-<n>).
+        #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
         #[arg(long)]
         out: Option<PathBuf>,
     },

@@ -25,6 +25,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 5)]
     repeat: u32,
     /// Matrix directory (default: results/<suite>-<UTC time>); must not exist or be empty.
+    #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
     #[arg(long)]
     out: Option<PathBuf>,
     /// qboot (fast, default from the suite) or seabios.
@@ -33,6 +34,7 @@ pub struct RunArgs {
     /// Retry a run that failed for the emulated machine's reasons (the guest never reached the
     /// agent, or died of TCG's stale-int3 Oops) up to N times; the failed attempts are kept as
     /// <run dir>.attempt<k>.
+    #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
     #[arg(long, default_value_t = 1)]
     retries: u32,
     #[command(flatten)]

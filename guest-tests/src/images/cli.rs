@@ -32,6 +32,7 @@ pub enum ImagesCmd {
         #[arg(long = "patch")]
         patches: Vec<PathBuf>,
         /// Cache directory (default: $VB_CACHE or <repo>/.cache).
+        #[allow(rustdoc::invalid_html_tags)] // clap's --help text: <...> are placeholders, not HTML
         #[arg(long)]
         cache: Option<PathBuf>,
         /// Also build every artefact a second time from scratch and check it is bit-identical.

@@ -123,7 +123,7 @@ fn p(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// Builds the full argv (argv[0] is the QEMU binary).
+/// Builds the full argv (`argv[0]` is the QEMU binary).
 pub fn argv(q: &QemuParams) -> Vec<String> {
     let s = &q.suite.spec;
     let mem = format!("{}M", s.memory_mib);

@@ -1,6 +1,6 @@
 //! Metric-name patterns: `{step}.irq_d_per_kio`, `{step}{.dir}.clat_p99_us`,
 //! `{step}.func.{func}_per_kio`, `scan.{initcall}_us`. One pattern both builds a metric's name
-//! ([`fill`]) and recognises it ([`matches`]), so the two cannot drift apart.
+//! ([`fill`]) and recognises it ([`matches()`]), so the two cannot drift apart.
 //!
 //! Placeholders:
 //! - `{step}`: a step name (`[A-Za-z0-9_-]+`, what `results` makes of a step label);

@@ -26,7 +26,7 @@ pub struct Storm {
     pub errors: u64,
     /// Wall seconds of the storm (guest uptime).
     pub secs: f64,
-    /// Reads + writes the disk completed during the storm (/sys/block/<disk>/stat).
+    /// Reads + writes the disk completed during the storm (`/sys/block/<disk>/stat`).
     pub ios: u64,
     /// The watchdog's per-I/O deadline.
     pub deadline_s: Option<f64>,

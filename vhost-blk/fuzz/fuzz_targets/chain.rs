@@ -23,7 +23,10 @@ fn exercise(bufs: &GuestBufs<'_>, input: &mut Input<'_>) {
         let off = usize::from(input.u16());
         let len = usize::from(input.u16() % 4096);
         assert_eq!(sum(&bufs.readable_slices(off)), r.saturating_sub(off));
-        assert_eq!(sum(&bufs.writable_slices(off, len)), len.min(w.saturating_sub(off)));
+        assert_eq!(
+            sum(&bufs.writable_slices(off, len)),
+            len.min(w.saturating_sub(off))
+        );
         let mut dst = vec![0u8; len];
         assert_eq!(bufs.read_readable(off, &mut dst), off + len <= r);
         let src = vec![input.u8(); len];
@@ -50,7 +53,11 @@ fuzz_target!(|data: &[u8]| {
         let n = input.u8() % 12;
         let descs: Vec<Desc> = (0..n)
             .map(|_| Desc {
-                addr: if input.u8() & 1 == 0 { u64::from(input.u32() % 0x40000) } else { input.u64() },
+                addr: if input.u8() & 1 == 0 {
+                    u64::from(input.u32() % 0x40000)
+                } else {
+                    input.u64()
+                },
                 len: u32::from(input.u16()),
                 writable: input.u8() & 1 == 1,
             })

@@ -40,5 +40,8 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn assert_one_line(line: &str) {
-    assert!(!line.is_empty() && !line.contains('\n'), "not one line: {line:?}");
+    assert!(
+        !line.is_empty() && !line.contains('\n'),
+        "not one line: {line:?}"
+    );
 }

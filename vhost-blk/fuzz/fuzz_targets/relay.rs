@@ -130,7 +130,7 @@ fn device() -> &'static Arc<Device> {
         let opts = BackendOptions {
             queue_size: MAX_QUEUE_SIZE,
             model: CompletionModel::default(),
-            thread_masks: vec![0b11],
+            groups: vec![vec![0, 1]],
             inflight: true,
         };
         let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());

@@ -77,7 +77,12 @@ fuzz_target!(|data: &[u8]| {
     let mut pos = 0;
     for (b, g) in inb.iter().zip(&in_guard) {
         for (i, (x, y)) in b.iter().zip(g).enumerate() {
-            assert!(x == y || pos + i < r.data_in_len, "data-in byte {} past {}", pos + i, r.data_in_len);
+            assert!(
+                x == y || pos + i < r.data_in_len,
+                "data-in byte {} past {}",
+                pos + i,
+                r.data_in_len
+            );
         }
         pos += b.len();
     }

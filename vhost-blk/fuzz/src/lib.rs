@@ -74,11 +74,8 @@ pub fn guest_memory() -> &'static GuestMemoryMmap<()> {
     static MEM: OnceLock<GuestMemoryMmap<()>> = OnceLock::new();
     static ZEROS: [u8; REGION] = [0; REGION];
     let mem = MEM.get_or_init(|| {
-        GuestMemoryMmap::from_ranges(&[
-            (GuestAddress(0), REGION),
-            (GuestAddress(0x20000), REGION),
-        ])
-        .expect("two small anonymous mappings")
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), REGION), (GuestAddress(0x20000), REGION)])
+            .expect("two small anonymous mappings")
     });
     for at in [0, 0x20000] {
         mem.write_slice(&ZEROS, GuestAddress(at)).expect("region");

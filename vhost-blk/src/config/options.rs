@@ -74,7 +74,8 @@ macro_rules! backend_options {
 backend_options! {
     /// Every option of the backend, declared once: clap reads it from the command line
     /// (`--socket-path`), serde from the settings file (`socket_path`); unknown keys are errors.
-    /// All raw and optional; [`Config::try_from`] merges and validates them.
+    /// All raw and optional; [`Config::try_from`](super::Config::try_from) merges and validates
+    /// them.
     #[derive(Debug, Clone, Default, PartialEq, clap::Args, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Options {

@@ -36,7 +36,7 @@
 //!    connection; either side closing closes the other.
 //! 6. The vring messages of the rings our own threads serve (device::workers: those the
 //!    crate's `u64` masks cannot hold) are applied here, through the device, and never reach
-//!    the handler ([`rings`] decodes them; the frontend's memory messages are followed to
+//!    the handler (`rings` decodes them; the frontend's memory messages are followed to
 //!    translate ring addresses). Their answers are the handler's: GET_VRING_BASE's ring state,
 //!    and with REPLY_ACK and `need_reply` 0 (1 for a refused message, which then ends the
 //!    connection, as the handler does). Rules 3 and 4 hold for these rings too.

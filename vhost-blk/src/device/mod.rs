@@ -40,8 +40,8 @@ pub use personality::{Outcome, Personality, RequestKind};
 pub use queue::{GuestMem, SharedStats, Vring};
 
 /// Where the event-index fields sit in a split ring of `n` entries (virtio 1.2, 2.7): the avail
-/// ring is flags, idx, ring[n] of u16, then `used_event`; the used ring is flags, idx, ring[n] of
-/// 8-byte elements, then `avail_event`. Each field is a u16.
+/// ring is flags, idx, `ring[n]` of u16, then `used_event`; the used ring is flags, idx,
+/// `ring[n]` of 8-byte elements, then `avail_event`. Each field is a u16.
 pub mod split {
     /// Offset of `used_event` from the start of the avail ring.
     pub const fn used_event_offset(n: u64) -> u64 {

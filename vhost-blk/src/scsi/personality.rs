@@ -1,8 +1,8 @@
 //! virtio-scsi as a device-layer [`Personality`]: queue layout (control queue 0, event queue 1,
 //! request queues from 2), features, configuration space (CDB and sense sizes are writable).
 //!
-//! Request queues go to [`virtio::handle_cmd`](super::virtio::handle_cmd), the control queue to
-//! [`control::handle`](super::control::handle). Event-queue buffers are held: the topology is
+//! Request queues go to [`virtio::handle_cmd`], the control queue to
+//! `control::handle`. Event-queue buffers are held: the topology is
 //! static, so no event is ever reported, and they are dropped at device reset.
 
 use std::io;

@@ -17,7 +17,7 @@
 //!   the host (timer wake-up and scheduling).
 //! - `completions_per_irq`: how many completions each interrupt covered.
 //!
-//! JSON reports latencies in microseconds as floats with ns precision ([`report`]).
+//! JSON reports latencies in microseconds as floats with ns precision (`report`).
 //!
 //! Depends on nothing else in the crate: request kinds are names the device layer passes in.
 
