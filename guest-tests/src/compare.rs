@@ -5,7 +5,7 @@
 //! Statistics only: rendering is the report's. Units and directions come from the metric
 //! registry ([`crate::metrics::registry`]).
 //!
-//! Statistics are in [`stats`]: CI of the mean from Student's t, Welch's t-test,
+//! Statistics are in `stats`: CI of the mean from Student's t, Welch's t-test,
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
 //! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
 

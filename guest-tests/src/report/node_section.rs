@@ -12,7 +12,7 @@ use super::tables::{fmt_num, fmt_p};
 pub const NODE_SPEED_METRIC: &str = "harness.boot_to_fio_ready_s";
 
 /// The metrics a node split is shown for: the runs' primary and secondary metric, else the
-/// registry's headline metrics among the compared rows; then [`NODE_SPEED_METRIC`].
+/// registry's headline metrics among the compared rows; then `NODE_SPEED_METRIC`.
 pub fn node_metrics(runs: &[RunResult], c: &Comparison) -> Vec<String> {
     let mut v = named_metrics(runs, c);
     if c.rows.iter().any(|r| r.metric == NODE_SPEED_METRIC)
