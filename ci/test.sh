@@ -84,7 +84,7 @@ if [ "${VB_CONTROL_PAIR:-1}" = 1 ]; then
     step "the verdict's control pair: rt128 against rt128+lockhelper, judged"
     ci/fetch-herd7.sh
     pair=$(mktemp -d)
-    cargo run -q -p guest-tests -- run --suite seed000-scale --variant q120-c2 \
+    cargo run -q -p guest-tests -- run --suite seed000-scale --variant q120-c2 --host-sched short \
         --kernels rt128,rt128+lockhelper --repeat 3 --no-progress --out "$pair/run" | tail -n 1
     cargo run -q -p guest-tests -- check judgement "$pair/run" \
         --expect rt128+lockhelper=unchanged/undecided/worse

@@ -9,14 +9,17 @@
 # runs stay under OUT (docs/results/verdict-controls/ holds the committed ones).
 #
 # Environment: OUT (results/verdict-controls-<UTC time>), RUNS (2), REPEAT (3), HOG (0; 1 keeps one
-# host core busy with a plain CPU loop for the whole experiment), VARIANT (q62-c2).
+# host core busy with a plain CPU loop for the whole experiment), VARIANT (q120-c2), HOST_SCHED
+# (short): the main job's cell and host scheduling (ci/main-job.sh). Runs before 2026-12-06 03:15
+# UTC used run's default, normal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-results/verdict-controls-$(date -u +%Y%m%dT%H%M%SZ)}
 RUNS=${RUNS:-2}
 REPEAT=${REPEAT:-3}
-VARIANT=${VARIANT:-q62-c2}
+VARIANT=${VARIANT:-q120-c2}
+HOST_SCHED=${HOST_SCHED:-short}
 LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
 KERNELS=rt128,rt128+seed000-paired,rt128+seed000-v7,rt128+lockhelper,rt128+slowpath,rt128+nobarrier,rt128+seed000
@@ -40,7 +43,8 @@ for i in $(seq 1 "$RUNS"); do
     dir=$OUT/run$i
     echo "== run $i of $RUNS: $REPEAT boots per kernel ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg), hog ${HOG:-0})"
     "$GT" run --kernels "$KERNELS" --suite seed000-scale --variant "$VARIANT" \
-        --repeat "$REPEAT" --design interleaved --no-progress --out "$dir" | grep -v '^|' || true
+        --repeat "$REPEAT" --design interleaved --host-sched "$HOST_SCHED" --no-progress \
+        --out "$dir" | grep -v '^|' || true
     "$GT" report "$dir" >/dev/null
     "$GT" check judgement "$dir" \
         --expect rt128+seed000-paired=improved --expect rt128+seed000-v7=improved \

@@ -13,27 +13,10 @@
     )
 )]
 
-use clap::Parser;
 use vhost_blk::config::{Args, Config, DeviceKind};
 
 fn main() {
-    let args = match Args::try_parse() {
-        Ok(a) => a,
-        Err(e) if !e.use_stderr() => {
-            // --help, --version
-            let _ = e.print();
-            std::process::exit(0);
-        }
-        Err(e) => {
-            let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
-            eprintln!("vhost-blk: {}", line.trim_start_matches("error: "));
-            std::process::exit(2);
-        }
-    };
+    let args: Args = vhost_blk::config::parse_args_or_exit("vhost-blk");
     if args.print_capabilities {
         let ty = match args.options.device.unwrap_or_default() {
             DeviceKind::Blk => "block",

@@ -416,3 +416,25 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+/// Parses a binary's command line, or exits: 0 after `--help` / `--version`, 2 with clap's
+/// first line of the error (`PROG: ...`) on anything else. The one CLI rule of the project's
+/// binaries (bad arguments: one clear line and exit code 2), in one place.
+pub fn parse_args_or_exit<C: clap::Parser>(prog: &str) -> C {
+    match C::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            std::process::exit(0);
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            eprintln!("{prog}: {}", line.trim_start_matches("error: "));
+            std::process::exit(2);
+        }
+    }
+}

@@ -234,22 +234,7 @@ fn run(cli: Cli) -> Result<bool, String> {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            std::process::exit(0);
-        }
-        Err(e) => {
-            let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
-            eprintln!("vhost-blk-replay: {}", line.trim_start_matches("error: "));
-            std::process::exit(2);
-        }
-    };
+    let cli: Cli = vhost_blk::config::parse_args_or_exit("vhost-blk-replay");
     match run(cli) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
