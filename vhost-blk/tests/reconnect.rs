@@ -194,8 +194,9 @@ fn a_call_eventfd_installed_on_running_rings_is_signalled_once() {
                 ..Default::default()
             };
             let mut conn = Connection::connect(&backend.socket, &opts).unwrap();
-            // The recovery's owed interrupt went to the first call eventfd: let it pass.
-            std::thread::sleep(Duration::from_millis(200));
+            // The recovery's owed interrupt went to the first call eventfd: let it pass (1 s:
+            // 200 ms was once too short on a loaded 2-core host, 2026-12-06).
+            std::thread::sleep(Duration::from_millis(1000));
             for i in rings {
                 let call = EventFd::new(EFD_NONBLOCK).unwrap();
                 conn.frontend().set_vring_call(i, &call).unwrap();
