@@ -26,21 +26,30 @@ use guest_tests::suite::{self, Suite};
 
 const CELL: &str = "q62-c2";
 
-#[test]
-fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
-    if std::env::var("VB_BOOT_TESTS").ok().as_deref() != Some("1") {
-        eprintln!("skipped: set VB_BOOT_TESTS=1 to boot a guest");
-        return;
-    }
-    let s = Suite::load(&suite::default_dir(), "seed000-scale").unwrap();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// The machine a boot must have had: online CPUs, possible CPUs, the disk's hctx.
+struct Shape {
+    nproc: &'static str,
+    possible: &'static str,
+    hctx: &'static str,
+}
+
+/// One boot of `s` (cell `variant`) into `dir` on vhost-blk, retried past the early-boot Oops;
+/// asserts that it succeeded and had `shape`.
+fn boot_with_shape(
+    s: &Suite,
+    variant: Option<&str>,
+    dir: &Path,
+    timeout: Option<Duration>,
+    shape: &Shape,
+) -> guest_tests::results::RunResult {
+    let _ = std::fs::remove_dir_all(dir);
+    let run_id = format!("e2e-{}", s.name);
     let (spec, rerun) = common::one_boot(
-        &s,
-        Some(CELL),
-        &dir,
-        "e2e-scale".into(),
-        Some(Duration::from_secs(300)),
+        s,
+        variant,
+        dir,
+        run_id,
+        timeout,
         Some(common::backend_bin()),
     );
     let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
@@ -50,16 +59,39 @@ fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
         r.status,
         dir.display()
     );
-
-    // The machine's shape: 62 possible CPUs, 2 online, 62 hctx.
     let meta = &r.guest.meta;
-    assert_eq!(meta.get("nproc").map(String::as_str), Some("2"), "{meta:?}");
     assert_eq!(
-        meta.get("possible_cpus").map(String::as_str),
-        Some("0-61"),
+        meta.get("nproc").map(String::as_str),
+        Some(shape.nproc),
         "{meta:?}"
     );
-    assert_eq!(r.guest.disk.get("hctx").map(String::as_str), Some("62"));
+    assert_eq!(
+        meta.get("possible_cpus").map(String::as_str),
+        Some(shape.possible),
+        "{meta:?}"
+    );
+    assert_eq!(
+        r.guest.disk.get("hctx").map(String::as_str),
+        Some(shape.hctx)
+    );
+    r
+}
+
+#[test]
+fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
+    if std::env::var("VB_BOOT_TESTS").ok().as_deref() != Some("1") {
+        eprintln!("skipped: set VB_BOOT_TESTS=1 to boot a guest");
+        return;
+    }
+    let s = Suite::load(&suite::default_dir(), "seed000-scale").unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("scale-{}", std::process::id()));
+    // The machine's shape: 62 possible CPUs, 2 online, 62 hctx.
+    let shape = Shape {
+        nproc: "2",
+        possible: "0-61",
+        hctx: "62",
+    };
+    let r = boot_with_shape(&s, Some(CELL), &dir, Some(Duration::from_secs(300)), &shape);
 
     // One fio job per running CPU in each step (fio's own record of the expanded job file),
     // and I/O done.
@@ -113,30 +145,12 @@ fn a_128_queue_disk(suite_name: &str, first_request_vring: usize) {
     let s = Suite::load(&suite::default_dir(), suite_name).unwrap();
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{suite_name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (spec, rerun) = common::one_boot(
-        &s,
-        None,
-        &dir,
-        format!("e2e-{suite_name}"),
-        None,
-        Some(common::backend_bin()),
-    );
-    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
-    assert!(
-        r.status.is_ok(),
-        "{:?}; run dir {}",
-        r.status,
-        dir.display()
-    );
-    let meta = &r.guest.meta;
-    assert_eq!(meta.get("nproc").map(String::as_str), Some("4"), "{meta:?}");
-    assert_eq!(
-        meta.get("possible_cpus").map(String::as_str),
-        Some("0-127"),
-        "{meta:?}"
-    );
-    assert_eq!(r.guest.disk.get("hctx").map(String::as_str), Some("128"));
+    let shape = Shape {
+        nproc: "4",
+        possible: "0-127",
+        hctx: "128",
+    };
+    let r = boot_with_shape(&s, None, &dir, None, &shape);
     for step in ["verify", "verify-percpu"] {
         let st = r.steps.iter().find(|x| x.name == step).expect(step);
         assert_eq!(st.rc, Some(0), "{step}");
