@@ -3,7 +3,7 @@
 # ccache's default mode against its depend mode (CCACHE_DEPEND=1, what guest-tests' image builder
 # uses), alternated in one run so host drift hits both alike. Each rebuild starts from an empty
 # ccache (every recompiled file is a miss, as on a first `--kernels rt73,rt73+seed000-v8`).
-# The make command is the image builder's (guest-tests/src/images/kernel.rs `make`), without
+# The make command is the image builder's (gt-images/src/kernel.rs `make`), without
 # its KBUILD_BUILD_* variables (they only change the version string).
 #
 # Usage: experiments/kernel-rebuild-ccache.sh [WORK_DIR] [ROUNDS]

@@ -171,7 +171,7 @@ mod tests {
     use crate::images::KernelImage;
     use crate::launch::qemu::Accel;
     use crate::launch::rerun_file::RerunInfo;
-    use crate::results::tests::fixture_stream;
+    use crate::results::fixtures::fixture_stream;
     use crate::results::{RunStatus, RESULTS_FILE};
     use crate::suite::{self, Suite};
 

@@ -24,18 +24,18 @@
 // test reads as one scenario and is exempt.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-pub mod agent;
+pub use gt_compare as compare;
+pub use gt_images as images;
+pub use gt_launch as launch;
+pub use gt_launch::agent;
+pub use gt_ordering as ordering;
+pub use gt_report as report;
+pub use gt_results::{metrics, results};
+pub use gt_suite as suite;
+pub use gt_suite::paths;
+
 pub mod batch;
 pub mod bisect;
 pub mod cli;
-pub mod compare;
 pub mod executor;
-pub mod images;
-pub mod launch;
 pub mod matrix;
-pub mod metrics;
-pub mod ordering;
-pub mod paths;
-pub mod report;
-pub mod results;
-pub mod suite;

@@ -120,7 +120,7 @@ fn bad_judge_input_is_one_line_and_creates_nothing() {
         .iter()
         .enumerate()
     {
-        let mut r = crate::compare::tests::run(k, None, &[(metric, *v)]);
+        let mut r = crate::compare::fixtures::run(k, None, &[(metric, *v)]);
         r.info.suite = "seed000-lockwait".into();
         r.info.repeat = i as u32;
         r.info.run_dir = refs.path().join(k).join(format!("r{i}"));

@@ -1,0 +1,205 @@
+//! The Linux-kernel memory model of a kernel source: its `tools/memory-model` directory
+//! (linux-kernel.cfg, .cat, .bell, .def and the shipped litmus-tests/), for `guest-tests
+//! ordering`. A kernel is judged by the model of the source it is built from, so a 7.3 kernel by
+//! 7.3's model.
+//!
+//! Rules:
+//! 1. A Debian source package comes through the image builder's own download
+//!    ([`apt::download_deb`]: the manifest's version and sha256, its private sources line); only
+//!    `tools/memory-model` is taken out of the kernel tarball inside it, into
+//!    `<cache>/lkmm/<package>_<version>/` (once; a stamp names the package, version and sha256).
+//! 2. A git tree at a revision: `git archive` of that commit's `tools/memory-model` into
+//!    `<cache>/lkmm/tree-<commit>/`; a tree's checkout (no revision) is read in place, uncommitted
+//!    changes too.
+//! 3. Whatever the route, the directory holds `linux-kernel.cfg`, or it is an error.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::manifest::{Manifest, Source};
+use super::util::{self, Ctx, Lock};
+use super::{apt, ImageError};
+
+/// A kernel source's memory model, ready for herd7 (`-conf linux-kernel.cfg` in `dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lkmm {
+    /// The `tools/memory-model` directory.
+    pub dir: PathBuf,
+    /// Where it comes from: `linux-source-6.12 6.12.117-1~deb12u1`, `tree /src/linux at v6.12.5
+    /// (0123456789ab)`, `tree /src/linux (checkout)`.
+    pub label: String,
+}
+
+impl Lkmm {
+    fn checked(dir: PathBuf, label: String) -> Result<Lkmm, ImageError> {
+        if !dir.join("linux-kernel.cfg").is_file() {
+            return Err(ImageError::Tool(format!(
+                "{label}: no tools/memory-model/linux-kernel.cfg (in {})",
+                dir.display()
+            )));
+        }
+        Ok(Lkmm { dir, label })
+    }
+}
+
+/// The model of the manifest's source `name` (rules 1-3).
+pub fn ensure(cache: &Path, m: &Manifest, name: &str) -> Result<Lkmm, ImageError> {
+    match m.sources.get(name) {
+        Some(Source::DebianSource {
+            package,
+            version,
+            sha256,
+            tarball,
+            apt,
+        }) => {
+            let ctx = Ctx::new(cache, false)?;
+            let deb = DebSource {
+                package,
+                version,
+                sha256,
+                tarball,
+                apt: apt.as_deref(),
+            };
+            from_deb(&ctx, &deb)
+        }
+        Some(Source::GitTree { path, rev }) => of_tree(cache, &m.path(path), rev.as_deref()),
+        Some(Source::DebianPrebuilt { .. }) | None => Err(ImageError::Usage(format!(
+            "source '{name}' is not a kernel source (no tools/memory-model)"
+        ))),
+    }
+}
+
+struct DebSource<'a> {
+    package: &'a str,
+    version: &'a str,
+    sha256: &'a str,
+    tarball: &'a str,
+    apt: Option<&'a str>,
+}
+
+fn from_deb(ctx: &Ctx, s: &DebSource) -> Result<Lkmm, ImageError> {
+    let top = ctx.cache.join("lkmm");
+    let dest = top.join(format!("{}_{}", s.package, util::safe_name(s.version)));
+    let label = format!("{} {}", s.package, s.version);
+    let stamp = format!("{} {} sha256={}\n", s.package, s.version, s.sha256);
+    let _lock = Lock::take(&top)?;
+    if std::fs::read_to_string(dest.join(".source"))
+        .ok()
+        .as_deref()
+        == Some(stamp.as_str())
+    {
+        return Lkmm::checked(dest, label);
+    }
+    let deb = apt::download_deb(ctx, s.package, s.version, s.sha256, s.apt)?;
+    let tmp = top.join(format!(".extract-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| ImageError::io(&tmp, e))?;
+    }
+    util::mkdirs(&tmp)?;
+    let script = format!(
+        "dpkg-deb --fsys-tarfile '{}' | tar -xO './{}' | tar -xJ -C '{}' --wildcards '*/tools/memory-model/*'",
+        deb.display(),
+        s.tarball,
+        tmp.display()
+    );
+    let got = util::output(
+        Command::new("sh").arg("-c").arg(&script),
+        &format!("extract tools/memory-model of {label}"),
+    )
+    .and_then(|_| memory_model_in(&tmp));
+    let result = got.and_then(|mm| {
+        if dest.exists() {
+            std::fs::remove_dir_all(&dest).map_err(|e| ImageError::io(&dest, e))?;
+        }
+        std::fs::rename(&mm, &dest).map_err(|e| ImageError::io(&mm, e))?;
+        util::write_atomic(&dest.join(".source"), stamp.as_bytes())
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
+    result?;
+    Lkmm::checked(dest, label)
+}
+
+/// `<tmp>/<top>/tools/memory-model`, the one top directory of an extracted tarball.
+fn memory_model_in(tmp: &Path) -> Result<PathBuf, ImageError> {
+    let found: Vec<PathBuf> = std::fs::read_dir(tmp)
+        .map_err(|e| ImageError::io(tmp, e))?
+        .filter_map(|e| e.ok().map(|e| e.path().join("tools/memory-model")))
+        .filter(|p| p.is_dir())
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(ImageError::Tool(format!(
+            "the kernel tarball has {} tools/memory-model directories (want 1)",
+            found.len()
+        ))),
+    }
+}
+
+/// The model of a git tree at `rev`, or of its checkout (rule 2).
+pub fn of_tree(cache: &Path, path: &Path, rev: Option<&str>) -> Result<Lkmm, ImageError> {
+    let Some(rev) = rev else {
+        return Lkmm::checked(
+            path.join("tools/memory-model"),
+            format!("tree {} (checkout)", path.display()),
+        );
+    };
+    let sha = super::spec::resolve_rev(path, rev).map_err(ImageError::Usage)?;
+    let short = &sha[..12];
+    let label = format!("tree {} at {rev} ({short})", path.display());
+    let top = cache.join("lkmm");
+    let dest = top.join(format!("tree-{sha}"));
+    let _lock = Lock::take(&top)?;
+    if dest.join("linux-kernel.cfg").is_file() {
+        return Lkmm::checked(dest, label);
+    }
+    let tmp = top.join(format!(".tree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    util::mkdirs(&tmp)?;
+    let script = format!(
+        "git -C '{}' archive --format=tar {sha} tools/memory-model | tar -x -C '{}'",
+        path.display(),
+        tmp.display()
+    );
+    let result = util::output(
+        Command::new("sh").arg("-c").arg(&script),
+        &format!("git archive tools/memory-model of {label}"),
+    )
+    .and_then(|_| {
+        let mm = tmp.join("tools/memory-model");
+        std::fs::rename(&mm, &dest).map_err(|e| ImageError::io(&mm, e))
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
+    result?;
+    Lkmm::checked(dest, label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_checkout_is_read_in_place_and_a_revision_is_archived() {
+        let t = crate::gitsrc::testtree::kernel_tree("one");
+        let mm = t.path().join("tools/memory-model");
+        std::fs::create_dir_all(&mm).unwrap();
+        std::fs::write(mm.join("linux-kernel.cfg"), "model linux-kernel.cat\n").unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let l = of_tree(cache.path(), t.path(), None).unwrap();
+        assert_eq!(l.dir, mm);
+        assert!(l.label.ends_with("(checkout)"), "{}", l.label);
+        // Not committed: the revision has no model.
+        let e = of_tree(cache.path(), t.path(), Some("HEAD")).unwrap_err();
+        assert!(e.to_string().contains("git archive"), "{e}");
+        let git = |args: &[&str]| crate::gitsrc::testtree::git(t.path(), args);
+        git(&["add", "tools"]);
+        git(&["commit", "-qm", "mm"]);
+        let l = of_tree(cache.path(), t.path(), Some("HEAD")).unwrap();
+        assert!(l.dir.starts_with(cache.path().join("lkmm")));
+        assert!(l.dir.join("linux-kernel.cfg").is_file());
+        assert!(l.label.contains("at HEAD ("), "{}", l.label);
+        // No tools/memory-model at all: an error naming the source.
+        let bare = tempfile::tempdir().unwrap();
+        let e = of_tree(cache.path(), bare.path(), None).unwrap_err();
+        assert!(e.to_string().contains("linux-kernel.cfg"), "{e}");
+    }
+}
