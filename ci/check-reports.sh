@@ -5,20 +5,20 @@
 # `guest-tests report TMP --title "<first line of D/report.md without '# '>"` and diff the
 # rebuilt TMP/report.md against D/report.md. Then the backend benchmark tables: each listed
 # experiments/bench-latency.sh run (default settings) and experiments/profile-backend.sh run is
-# rebuilt from its raw files by the command those scripts print it with (`vhost-blk-bench table
+# rebuilt from its raw files by the command those scripts print it with (`lab table
 # latency|profile`) and diffed against the committed table; so are experiments/bench-ab.sh's
-# A/B tables (`vhost-blk-bench table ab`), experiments/syscalls-per-request.sh's tables (`table
-# syscalls`), the goal table of experiments/restart-experiment.sh (`guest-tests table
-# restart-goals`), that of experiments/reconnect-experiment.sh (`guest-tests table
-# reconnects`), and the bisection experiment's runs.tsv (`guest-tests table bisect-run`, each
+# A/B tables (`lab table ab`), experiments/syscalls-per-request.sh's tables (`table
+# syscalls`), the goal table of experiments/restart-experiment.sh (`lab table
+# restart-goals`), that of experiments/reconnect-experiment.sh (`lab table
+# reconnects`), and the bisection experiment's runs.tsv (`lab table bisect-run`, each
 # run's bisect.json with the secret, position, name, seed and wall time the table itself
 # gives). Last, `guest-tests check storm` (what ci/tree-kernel-smoke.sh asserts of its storm
 # runs) must pass on a committed storm run and its detector's self-test, and fail with the two
 # swapped. Exit status 1 when any differs.
 #
 # Usage: ci/check-reports.sh [GUEST_TESTS_BIN]   (default: target/debug/guest-tests, built if absent)
-#   env: VHOST_BLK_BENCH: the vhost-blk-bench binary (default: target/debug/vhost-blk-bench,
-#        brought up to date with cargo build)
+#   env: LAB: the lab binary, the experiments' tables (default: target/debug/lab, brought up to
+#        date with cargo build)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,10 +26,10 @@ BIN=${1:-$ROOT/target/debug/guest-tests}
 if [ ! -x "$BIN" ]; then
     (cd "$ROOT" && nice -n 10 cargo build -q -p guest-tests)
 fi
-BENCH=${VHOST_BLK_BENCH:-}
-if [ -z "$BENCH" ]; then
-    (cd "$ROOT" && nice -n 10 cargo build -q -p vhost-blk --bin vhost-blk-bench)
-    BENCH=$ROOT/target/debug/vhost-blk-bench
+LAB=${LAB:-}
+if [ -z "$LAB" ]; then
+    (cd "$ROOT" && nice -n 10 cargo build -q -p lab)
+    LAB=$ROOT/target/debug/lab
 fi
 DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003-pertag
     seed003-scale seed003-scale-64 seed003-scale-64-rep
@@ -96,19 +96,19 @@ same() { # NAME COMMITTED-FILE COMMAND...
 }
 for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3 bench-latency-s30/busy1; do
     same "$d" "$ROOT/docs/results/$d/bench-latency.md" \
-        "$BENCH" table latency "$ROOT/docs/results/$d" --targets "10 50 200 1000" --rounds 3 \
+        "$LAB" table latency "$ROOT/docs/results/$d" --targets "10 50 200 1000" --rounds 3 \
         --queues 8 --qd 16 --threads 2
 done
 for c in blkio bench; do
     same "profile-s30/$c" "$ROOT/docs/results/profile-s30/$c/summary.md" \
-        "$BENCH" table profile "$ROOT/docs/results/profile-s30/$c" "$c"
+        "$LAB" table profile "$ROOT/docs/results/profile-s30/$c" "$c"
 done
 # experiments/bench-ab.sh's A/B tables (docs/results/volatile-ab/README.md gives each run's
 # ROUNDS and CONFIGS).
 ab() { # RUN ROUNDS [CONFIGS]
     local d=volatile-ab/$1
     same "$d/ab.md" "$ROOT/docs/results/$d/ab.md" \
-        "$BENCH" table ab "$ROOT/docs/results/$d" --rounds "$2" ${3:+--configs "$3"}
+        "$LAB" table ab "$ROOT/docs/results/$d" --rounds "$2" ${3:+--configs "$3"}
 }
 ab run1 4
 ab run2 4
@@ -124,18 +124,18 @@ for r in a b; do ab "run10-busy-$r" 8 "scsi10-bench null-bench"; done
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29
 same syscalls-s29/bench "$S/bench/syscalls-per-request.md" \
-    "$BENCH" table syscalls "$S/bench" --rounds 3 --paths "blk scsi10 scsi16 qsd" --hz 100
+    "$LAB" table syscalls "$S/bench" --rounds 3 --paths "blk scsi10 scsi16 qsd" --hz 100
 same syscalls-s29/bench-busy1 "$S/bench-busy1/syscalls-per-request.md" \
-    "$BENCH" table syscalls "$S/bench-busy1" --rounds 3 --paths "blk scsi10 scsi16" --hz 100
+    "$LAB" table syscalls "$S/bench-busy1" --rounds 3 --paths "blk scsi10 scsi16" --hz 100
 same syscalls-s29/blkio "$S/blkio/syscalls-per-request.md" \
-    "$BENCH" table syscalls "$S/blkio" --rounds 3 --paths "blk untouched qsd" --client blkio --hz 100
+    "$LAB" table syscalls "$S/blkio" --rounds 3 --paths "blk untouched qsd" --client blkio --hz 100
 # The restart experiment's goal table (goals.txt: the table, then the script's last two lines).
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
-    "$BIN" table restart-goals "$ROOT/docs/results/restart-35" 50
+    "$LAB" table restart-goals "$ROOT/docs/results/restart-35" 50
 # The reconnect experiment's table (reconnects.md, from its logs' RECONNECT-RESULT lines).
 same restart-35/reconnects.md "$ROOT/docs/results/restart-35/reconnects.md" \
-    "$BIN" table reconnects "$ROOT/docs/results/restart-35" 7.2 10
+    "$LAB" table reconnects "$ROOT/docs/results/restart-35" 7.2 10
 # The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
 # was not given comes from the table (position, seed, wall) and the candidates (the secret is the
 # one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).
@@ -144,7 +144,7 @@ header=(--header)
 while IFS=$'\t' read -r name seed position _ _ _ _ _ _ _ _ wall _; do
     secret=$(grep -B1 '"subject": "Revert' "$BIS/$name/bisect.json" \
         | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
-    "$BIN" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
+    "$LAB" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
         "$((position - 1))" "$name" "$seed" "$wall" >>"$WORK/runs.tsv" 2>&1 || true
     header=()
 done < <(tail -n +2 "$BIS/runs.tsv")

@@ -6,7 +6,7 @@
 #   flock /tmp/vb-cpu.lock experiments/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]
 # OLD_DIR and NEW_DIR hold a release `vhost-blk` (and NEW_DIR the `vhost-blk-bench` used as
 # the client). Build an old one from a commit with e.g.
-#   git archive COMMIT | tar -x -C /tmp/old && (cd /tmp/old && cargo build --release -p vhost-blk --bins)
+#   git archive COMMIT | tar -x -C /tmp/old && (cd /tmp/old && cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins)
 # env: ROUNDS (6), DURATION (3s), QUEUES (8), QD (16), THREADS (2), CONFIGS (all below),
 #      HOG (0; 1 keeps one host core busy with a plain CPU loop pinned to the last CPU, for
 #      the whole run, as experiments/exp-verdict.sh's busy cells do).
@@ -15,7 +15,7 @@
 #   mem-bench / mem-blkio      --mem 1G (preadv from a memfd straight into guest memory)
 #   memw-bench                 --mem 1G, 4k random writes (pwritev from guest memory)
 #   scsi10-bench               --device scsi --null 1G, READ(10)
-# Output: OUT_DIR/ab.md (the table, also printed; NEW_DIR's `vhost-blk-bench table ab` builds
+# Output: OUT_DIR/ab.md (the table, also printed; NEW_DIR's `lab table ab` builds
 # it from the runs' JSON: per configuration the medians of A's and B's ops per backend
 # CPU-second over the rounds both have, B/A of the medians, the paired per-round B/A) and every
 # run's JSON.
@@ -25,7 +25,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || { echo "usage: experiments/bench-ab.sh OLD_DIR NEW_DIR [OUT_DIR]" >&2; exit 2; }
 OLD=$(cd "$1" && pwd) NEW=$(cd "$2" && pwd)
 OUT=${3:-$ROOT/target/bench-ab}
-for b in "$OLD/vhost-blk" "$NEW/vhost-blk" "$NEW/vhost-blk-bench"; do
+for b in "$OLD/vhost-blk" "$NEW/vhost-blk" "$NEW/vhost-blk-bench" "$NEW/lab"; do
     [ -x "$b" ] || { echo "bench-ab: $b is missing" >&2; exit 2; }
 done
 ROUNDS=${ROUNDS:-6} DURATION=${DURATION:-3s} QUEUES=${QUEUES:-8} QD=${QD:-16} THREADS=${THREADS:-2}
@@ -80,5 +80,5 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-# The table: `vhost-blk-bench table ab` (its docs say how each figure is computed).
-"$NEW/vhost-blk-bench" table ab "$OUT" --rounds "$ROUNDS" --configs "$CONFIGS" | tee "$OUT/ab.md"
+# The table: `lab table ab` (its docs say how each figure is computed).
+"$NEW/lab" table ab "$OUT" --rounds "$ROUNDS" --configs "$CONFIGS" | tee "$OUT/ab.md"

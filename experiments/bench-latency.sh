@@ -37,7 +37,7 @@
 # Usage: experiments/bench-latency.sh [OUT_DIR]
 #   env: DURATION (3s), LAT_DURATION (2s), TARGETS_US ("10 50 200 1000"), ROUNDS (3), QUEUES (8),
 #        QD (16), THREADS (2), LAT_PIN (1 where possible), SKIP_BUILD (unset)
-# Output: OUT_DIR/bench-latency.md (the table, also printed; `vhost-blk-bench table latency`
+# Output: OUT_DIR/bench-latency.md (the table, also printed; `lab table latency`
 # builds it from the run's files) and the raw JSON of every run.
 set -euo pipefail
 
@@ -63,7 +63,7 @@ trap cleanup EXIT
 
 if [ -z "${SKIP_BUILD:-}" ]; then
     echo "building vhost-blk and vhost-blk-bench (release)..." >&2
-    (cd "$ROOT" && nice -n 10 cargo build --release -p vhost-blk --bins >&2)
+    (cd "$ROOT" && nice -n 10 cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins >&2)
 fi
 BIN=$ROOT/target/release
 BENCH=$BIN/vhost-blk-bench
@@ -178,5 +178,5 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-"$BENCH" table latency "$OUT" --targets "$TARGETS_US" --rounds "$ROUNDS" --queues "$QUEUES" \
+"$BIN/lab" table latency "$OUT" --targets "$TARGETS_US" --rounds "$ROUNDS" --queues "$QUEUES" \
     --qd "$QD" --threads "$THREADS" | tee "$OUT/bench-latency.md"

@@ -7,15 +7,15 @@
 # scheduled worse" (experiments/bench-latency.sh measures CPU-seconds, which mixes both). Blind to the cost
 # of atomics, syscalls and context switches (docs/perf.md).
 # Usage: experiments/callgrind-per-request.sh [OUT_DIR]   (needs valgrind and a release build)
-# Output: the table on stdout (`vhost-blk-bench table callgrind OUT_DIR` builds it from each
+# Output: the table on stdout (`lab table callgrind OUT_DIR` builds it from each
 # path's NAME.cg and NAME-stats.json, kept in OUT_DIR).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/target/release
 OUT=${1:-$(mktemp -d)}
 command -v valgrind >/dev/null || { echo "callgrind-per-request: valgrind is not installed" >&2; exit 2; }
-if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
-    echo "callgrind-per-request: build first: cargo build --release -p vhost-blk --bins" >&2
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ] || [ ! -x "$B/lab" ]; then
+    echo "callgrind-per-request: build first: cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins" >&2
     exit 2
 fi
 mkdir -p "$OUT"
@@ -41,5 +41,5 @@ one() { # NAME BACKEND-ARGS CLIENT-ARGS
 one blk "--null 1G" ""
 one scsi10 "--device scsi --null 1G" "--device scsi"
 one scsi16 "--device scsi --null 1G" "--device scsi --cdb16"
-# The table: `vhost-blk-bench table callgrind` (its docs say how each figure is computed).
-"$B/vhost-blk-bench" table callgrind "$OUT" --paths "blk scsi10 scsi16"
+# The table: `lab table callgrind` (its docs say how each figure is computed).
+"$B/lab" table callgrind "$OUT" --paths "blk scsi10 scsi16"

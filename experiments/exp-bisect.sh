@@ -22,13 +22,14 @@ DOCS=$ROOT/docs/results/bisect
 SEED=${EXP_SEED:-$(date +%s)}
 TREE=$EXP/linux
 GT=$ROOT/target/release/guest-tests
+LAB=$ROOT/target/release/lab
 mkdir -p "$EXP" "$DOCS"
 export GIT_AUTHOR_NAME=vb GIT_AUTHOR_EMAIL=vb@localhost GIT_COMMITTER_NAME=vb \
     GIT_COMMITTER_EMAIL=vb@localhost GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' \
     GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'
 g() { git -C "$TREE" "$@"; }
 
-flock "$LOCK" cargo build -q --release -p guest-tests -p vhost-blk
+flock "$LOCK" cargo build -q --release -p guest-tests -p vhost-blk -p lab
 [ -e "$TREE/.git" ] || flock "$LOCK" ci/kernel-git.sh "$TREE"
 if ! g rev-parse -q --verify refs/tags/good >/dev/null; then
     g tag base
@@ -77,7 +78,7 @@ for k in $(seq 1 "$RUNS"); do
     # One line per run (bisect::summary), with runs.tsv's header when the file is new.
     header=()
     [ -s "$SUMMARY" ] || header=(--header)
-    "$GT" table bisect-run "${header[@]}" "$out/bisect.json" "$secret" "$pos" "$name" "$SEED" \
+    "$LAB" table bisect-run "${header[@]}" "$out/bisect.json" "$secret" "$pos" "$name" "$SEED" \
         "$wall" >> "$SUMMARY"
     tail -1 "$SUMMARY"
 done

@@ -13,7 +13,7 @@
 #   scale:    the main job's design (suite seed000-scale, cell q62-c2: 62 hctx, 2 running vCPUs)
 #             on rt73+cpus128, rt73+cpus128+seed000-v8 and rt73+cpus128+seed000, REPEAT boots
 #             each, interleaved; compare of each fix against the 7.3 base.
-# Then the table of docs/results/kernel-lines/README.md (`guest-tests table kernel-lines`). The
+# Then the table of docs/results/kernel-lines/README.md (`lab table kernel-lines`). The
 # CPU lock (/tmp/vb-cpu.lock) is taken per build and per matrix.
 #
 # Environment: OUT (default results/kernel-lines-<UTC time>), REPEAT (6), STORM_REPEAT (6),
@@ -28,7 +28,8 @@ STORM_REPEAT=${STORM_REPEAT:-6}
 PARTS=${PARTS:-boots unfrozen lockwait scale}
 LOCK=/tmp/vb-cpu.lock
 GT=target/release/guest-tests
-flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk
+LAB=target/release/lab
+flock "$LOCK" cargo build --release -q -p guest-tests -p vhost-blk -p lab
 LOCKWAIT_KERNELS="rt73 rt73+seed000-v8 rt73+seed000 rt"
 STORM_KERNELS=${STORM_KERNELS:-rt73+storm rt73+seed000+storm rt73+seed000-v8+storm rt73+nobarrier+storm}
 SCALE_KERNELS=${SCALE_KERNELS:-rt73+cpus128 rt73+cpus128+seed000-v8 rt73+cpus128+seed000}
@@ -90,7 +91,7 @@ stamp table
 if [ -d "$OUT/lockwait" ]; then
     storm=""
     [ -d "$OUT/unfrozen" ] && storm=":$OUT/unfrozen"
-    "$GT" table kernel-lines "7.3=rt73:$OUT/lockwait$storm" "6.12 (same run)=rt:$OUT/lockwait"
+    "$LAB" table kernel-lines "7.3=rt73:$OUT/lockwait$storm" "6.12 (same run)=rt:$OUT/lockwait"
 fi
 stamp "done"
 echo "matrices under $OUT"

@@ -4,7 +4,7 @@
 # reads on null storage, 8 queues x QD16, 2 client threads (the efficiency setting of
 # experiments/bench-latency.sh). Writes per configuration the flat profile (self time by symbol), the
 # callers of every symbol above 5 % and the bench's JSON, then prints (and writes to summary.md)
-# one table from them (`vhost-blk-bench table profile`): the share of samples in context switches,
+# one table from them (`lab table profile`): the share of samples in context switches,
 # signalling the client, guest-memory translation, the zero fill, copies, statistics. The groups
 # go by symbol name, so they are approximate (e.g. _raw_spin_unlock_irq is counted as eventfd:
 # the callers files show that is where almost all of it comes from).
@@ -24,8 +24,8 @@ esac
 command -v perf >/dev/null || { echo "profile-backend: perf is not installed" >&2; exit 2; }
 command -v qemu-storage-daemon >/dev/null ||
     { echo "profile-backend: qemu-storage-daemon is not installed" >&2; exit 2; }
-if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
-    echo "profile-backend: build first: cargo build --release -p vhost-blk --bins" >&2
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ] || [ ! -x "$B/lab" ]; then
+    echo "profile-backend: build first: cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins" >&2
     exit 2
 fi
 mkdir -p "$OUT"
@@ -59,4 +59,4 @@ one() { # NAME ours|qsd BACKEND-ARGS
 one ours-t8 ours "--null 1G"
 one ours-t1 ours "--null 1G --threads 1"
 one qsd qsd ""
-"$B/vhost-blk-bench" table profile "$OUT" "$CLIENT" | tee "$OUT/summary.md"
+"$B/lab" table profile "$OUT" "$CLIENT" | tee "$OUT/summary.md"

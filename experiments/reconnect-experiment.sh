@@ -5,7 +5,7 @@
 # guest reported its disk, and is started again, N times; the backend's open fds and threads
 # after each connection are printed, and those after the last must equal those after the first.
 # Output: OUT/reconnect-qemu<qemu>.log (each test's RECONNECT-RESULT line), then their table
-# (`guest-tests table reconnects OUT QEMU...`). ~4-5 s of TCG boot per connection; run it under
+# (`lab table reconnects OUT QEMU...`). ~4-5 s of TCG boot per connection; run it under
 # the shared CPU lock. Environment: QEMUS ("7.2 10"), N (20), OUT (docs/results/restart-35),
 # SUFFIX (e.g. -128: the suites' 128-queue forms, reconnect-idle-128 and
 # reconnect-idle-scsi-128), KERNEL (default Debian's RT kernel; the 128-queue runs used rt128).
@@ -28,6 +28,6 @@ for q in $qemus; do
 done
 # The table from the logs' RECONNECT-RESULT lines (report::reconnects).
 # shellcheck disable=SC2086 # qemus is a list: split on purpose
-cargo run -q -p guest-tests -- table reconnects "$out" $qemus
+cargo run -q -p lab -- table reconnects "$out" $qemus
 echo "reconnect-experiment: $failed failed"
 [ "$failed" = 0 ]

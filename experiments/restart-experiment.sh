@@ -4,7 +4,7 @@
 # completed (requests held 2 ms before their used entry is written, interrupts 1 ms more), for
 # each MODE (device:qemu), RUNS times. Each run is the booted test
 # guest-tests/tests/booted_restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
-# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then `guest-tests table restart-goals` prints the goal
+# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then `lab table restart-goals` prints the goal
 # table (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every
 # backend instance, first and last) and whether each goal was met.
 #
@@ -59,6 +59,6 @@ for mode in $modes; do
         tail -n 30 "$dir/console.log" >"$out/$name.console-tail.txt" 2>/dev/null || true
     done
 done
-target/debug/guest-tests table restart-goals "$out" "$min"
+cargo run -q -p lab -- table restart-goals "$out" "$min"
 echo "restart-experiment: $failed failed runs"
 [ "$failed" = 0 ]

@@ -16,7 +16,7 @@
 # Usage: experiments/syscalls-per-request.sh [OUT_DIR]   (needs perf with tracepoints, root, release build)
 #   env: ROUNDS (3), DURATION (3s), QUEUES (8), QD (16), THREADS (2), PATHS ("blk scsi10 scsi16"),
 #        CLIENT (bench)
-# Output: OUT_DIR/syscalls-per-request.md (the table, also printed; `vhost-blk-bench table
+# Output: OUT_DIR/syscalls-per-request.md (the table, also printed; `lab table
 # syscalls` builds it from the runs' files) and each run's raw files.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +31,8 @@ PATHS=${PATHS:-"blk scsi10 scsi16"}
 CLIENT=${CLIENT:-bench}
 die() { echo "syscalls-per-request: $*" >&2; exit 2; }
 command -v perf >/dev/null || die "perf is not installed (Debian: linux-perf)"
-if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ]; then
-    die "build first: cargo build --release -p vhost-blk --bins"
+if [ ! -x "$B/vhost-blk" ] || [ ! -x "$B/vhost-blk-bench" ] || [ ! -x "$B/lab" ]; then
+    die "build first: cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins"
 fi
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer, got '$ROUNDS'"
 for p in $PATHS; do
@@ -98,6 +98,6 @@ for r in $(seq "$ROUNDS"); do
     for p in "$@"; do one "$p" "$r" bare; one "$p" "$r" perf; done
 done
 
-# The table: `vhost-blk-bench table syscalls` (its docs say how each figure is computed).
-"$B/vhost-blk-bench" table syscalls "$OUT" --rounds "$ROUNDS" --paths "$PATHS" --client "$CLIENT" \
+# The table: `lab table syscalls` (its docs say how each figure is computed).
+"$B/lab" table syscalls "$OUT" --rounds "$ROUNDS" --paths "$PATHS" --client "$CLIENT" \
     --hz "$(getconf CLK_TCK)" | tee "$OUT/syscalls-per-request.md"

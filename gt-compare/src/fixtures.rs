@@ -3,11 +3,7 @@
 
 use crate::results::{Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
 
-pub fn run(
-    kernel: &str,
-    variant: Option<(&str, f64)>,
-    metrics: &[(&str, f64)],
-) -> RunResult {
+pub fn run(kernel: &str, variant: Option<(&str, f64)>, metrics: &[(&str, f64)]) -> RunResult {
     let info = RunInfo {
         suite: "t".into(),
         kernel: kernel.into(),

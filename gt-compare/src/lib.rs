@@ -3,7 +3,7 @@
 //! [`Versus`] against the baseline (the first kernel).
 //!
 //! Statistics only: rendering is the report's. Units and directions come from the metric
-//! registry ([`crate::metrics::registry`]).
+//! registry ([`gt_results::metrics::registry`]).
 //!
 //! Statistics are in `stats`: CI of the mean from Student's t, Welch's t-test,
 //! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
@@ -243,7 +243,7 @@ pub(crate) fn cells_of(runs: &[&RunResult]) -> Vec<Cell> {
     cells
 }
 
-/// Compares `runs` (in the order of [`crate::results::load_runs`]). `kernels` fixes the order
+/// Compares `runs` (in the order of [`gt_results::results::load_runs`]). `kernels` fixes the order
 /// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded and
 /// listed.
 pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, CompareError> {

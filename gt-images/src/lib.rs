@@ -141,7 +141,7 @@ pub fn manifest_path() -> PathBuf {
     crate::paths::repo_root().join("images/kernels.toml")
 }
 
-/// The cache directory for `opts`: its override, else [`crate::paths::cache_dir`].
+/// The cache directory for `opts`: its override, else [`gt_suite::paths::cache_dir`].
 pub fn cache_dir(opts: &ImageOptions) -> PathBuf {
     opts.cache_dir
         .clone()

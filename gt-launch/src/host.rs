@@ -1,4 +1,4 @@
-//! Host facts the launcher needs (paths are in [`crate::paths`], provenance helpers in
+//! Host facts the launcher needs (paths are in [`gt_suite::paths`], provenance helpers in
 //! `results`).
 
 use procfs::Current;

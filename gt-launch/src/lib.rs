@@ -1,5 +1,5 @@
 //! Launching one run: the backend (if external), then QEMU with the kernel, the initrd (built
-//! by the caller, [`crate::images::job`]) and the results port; a hard timeout; teardown of
+//! by the caller, [`gt_images::job`]) and the results port; a hard timeout; teardown of
 //! both, always. Launch parses nothing: it hands the new bytes of the results stream to a
 //! [`StreamWatch`] (the agent's framing parser) while QEMU runs, asks it how far the guest
 //! got, and returns the raw stream with the host's verdict ([`RawRun`]); `results` judges

@@ -76,7 +76,7 @@ pub fn resubmissions(log: &str, first_request_vring: usize) -> (u64, u64) {
 
 /// One backend instance as seen just before it was killed (or at the end of the run): an
 /// element of `RUN/restarts.json`, written by [`Restarter::finish`] and read back by
-/// `guest-tests table restart-goals`.
+/// `lab table restart-goals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestartRecord {
     /// Seconds from QEMU start.
@@ -110,7 +110,7 @@ pub struct RestartRecord {
 
 /// What tests/booted_restart.rs found in one run of a restart suite: its last line of output,
 /// `RESTART-RESULT {json}` (experiments/restart-experiment.sh keeps it in each run's log;
-/// `guest-tests table restart-goals` reads it back).
+/// `lab table restart-goals` reads it back).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestartResult {
     pub suite: String,
@@ -146,7 +146,7 @@ pub const RESULT_PREFIX: &str = "RESTART-RESULT ";
 /// What tests/booted_reconnect.rs found for one personality: QEMU killed and started again
 /// `connections` times against one backend (no backend restart). Its line of output,
 /// `RECONNECT-RESULT {json}`, is kept by experiments/reconnect-experiment.sh in
-/// `OUT/reconnect-qemuQ.log` and read back by `guest-tests table reconnects`. The fields are
+/// `OUT/reconnect-qemuQ.log` and read back by `lab table reconnects`. The fields are
 /// in the order the line always had (alphabetical).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReconnectResult {

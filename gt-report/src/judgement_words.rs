@@ -1,4 +1,4 @@
-//! The judgement in words ([`crate::compare::judgement`] has the numbers): one reason line per
+//! The judgement in words ([`gt_compare::judgement`] has the numbers): one reason line per
 //! part and metric, the deciding one first, and the paragraph the verdict opens with.
 //!
 //! Contract:

@@ -5,7 +5,6 @@
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
 use gt_compare as compare;
-use gt_launch as launch;
 #[cfg(test)]
 use gt_launch::agent;
 use gt_results::{metrics, results};
@@ -14,7 +13,6 @@ use gt_suite as suite;
 mod block;
 mod html;
 pub mod judgement_words;
-pub mod kernel_lines;
 mod locksites;
 mod lockwaits;
 mod markdown;
@@ -23,8 +21,6 @@ mod node_section;
 mod plots;
 pub mod pyfmt;
 mod ranking;
-pub mod reconnects;
-pub mod restart_goals;
 mod tables;
 mod verdict_words;
 
@@ -48,7 +44,7 @@ pub struct ReportOptions {
     /// Kernel order, first = baseline (default: the kernel of the earliest run).
     pub kernels: Vec<String>,
     /// Substrings selecting the metrics to plot (default: the registry's headline metrics,
-    /// [`crate::metrics::registry::is_headline`], + flagged).
+    /// [`gt_results::metrics::registry::is_headline`], + flagged).
     pub plot_metrics: Vec<String>,
     /// Title line.
     pub title: Option<String>,

@@ -1,4 +1,4 @@
-//! The per-node section: which metrics it covers and its table ([`crate::compare::nodes`] has
+//! The per-node section: which metrics it covers and its table ([`gt_compare::nodes`] has
 //! the statistics).
 
 use crate::compare::nodes::{node_effects, NodeRow};

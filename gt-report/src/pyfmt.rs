@@ -1,5 +1,6 @@
 //! Numbers in the text of Python's `format`, for tables that Python scripts printed first
-//! (`guest-tests table`; their committed copies must not change).
+//! (the ordering table and `lab table ...`; their committed copies must not change). The one
+//! copy of these rules in the workspace.
 //!
 //! 1. [`general`] is `format(x, ".Pg")`: P significant digits (the double's exact decimal value,
 //!    a tie to even, as Rust's `{:.N}` and `{:.Ne}` round), fixed notation when the rounded
@@ -9,6 +10,11 @@
 //! 3. [`repr`] is `repr(x)` of a float: the shortest text that reads back as the same double,
 //!    with `.0` on an integral value, scientific (`1e+16`, `1.5e-05`) when the decimal exponent
 //!    is below -4 or at least 16.
+//! 4. [`fixed`] is `format(x, ".Nf")` and [`signed`] `format(x, "+.Nf")`: the double's exact
+//!    decimal value rounded to N places, a tie to even (Rust's `{:.N}` does the same); the sign
+//!    of a negative zero is kept; infinities are `inf`, NaN is `nan` (`+nan` signed), as Python
+//!    spells them.
+//! 5. [`or_dash`] prints a missing figure as `-`.
 
 fn special(x: f64) -> Option<String> {
     if x.is_nan() {
@@ -94,6 +100,29 @@ pub fn repr(x: f64) -> String {
     }
 }
 
+/// `format(x, ".{places}f")`.
+pub fn fixed(x: f64, places: usize) -> String {
+    if x.is_nan() {
+        "nan".into()
+    } else {
+        format!("{x:.places$}")
+    }
+}
+
+/// `format(x, "+.{places}f")`.
+pub fn signed(x: f64, places: usize) -> String {
+    if x.is_nan() {
+        "+nan".into()
+    } else {
+        format!("{x:+.places$}")
+    }
+}
+
+/// `f(x)`, or `-` for a missing figure.
+pub fn or_dash<T>(x: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    x.map_or_else(|| "-".into(), f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +181,45 @@ mod tests {
         ] {
             assert_eq!(repr(x), want, "{x}");
         }
+    }
+
+    #[test]
+    fn fixed_point_text_is_pythons() {
+        // Each expected string is what Python 3.11 prints for the same call.
+        assert_eq!(fixed(2.5, 0), "2");
+        assert_eq!(fixed(3.5, 0), "4");
+        assert_eq!(fixed(0.125, 2), "0.12");
+        assert_eq!(fixed(0.375, 2), "0.38");
+        assert_eq!(fixed(0.25, 1), "0.2");
+        assert_eq!(fixed(1.005, 2), "1.00");
+        assert_eq!(fixed(2.675, 2), "2.67");
+        assert_eq!(fixed(12345.6789, 0), "12346");
+        assert_eq!(signed(-0.04, 1), "-0.0");
+        assert_eq!(signed(0.0, 2), "+0.00");
+        assert_eq!(signed(-0.0, 2), "-0.00");
+        assert_eq!(signed(1.234, 2), "+1.23");
+        assert_eq!(signed(f64::INFINITY, 1), "+inf");
+        assert_eq!(fixed(f64::NEG_INFINITY, 1), "-inf");
+        assert_eq!(fixed(f64::NAN, 2), "nan");
+        assert_eq!(signed(f64::NAN, 2), "+nan");
+    }
+
+    #[test]
+    fn missing_figures_are_dashes() {
+        assert_eq!(or_dash(None::<f64>, |x| fixed(x, 1)), "-");
+        assert_eq!(or_dash(Some(1.25), |x| fixed(x, 1)), "1.2");
+    }
+
+    #[test]
+    fn grouped_keeps_negative_zero_and_specials() {
+        // Each expected string is what Python 3.11 prints for format(x, ",.0f").
+        assert_eq!(grouped(0.0), "0");
+        assert_eq!(grouped(999.5), "1,000");
+        assert_eq!(grouped(2_531_169.4), "2,531,169");
+        assert_eq!(grouped(123_456.5), "123,456");
+        assert_eq!(grouped(-1_234_567.0), "-1,234,567");
+        assert_eq!(grouped(-0.4), "-0");
+        assert_eq!(grouped(f64::NAN), "nan");
+        assert_eq!(grouped(f64::NEG_INFINITY), "-inf");
     }
 }

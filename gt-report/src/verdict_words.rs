@@ -1,4 +1,4 @@
-//! The verdict in plain words and a small table ([`crate::compare::verdict`] has the numbers):
+//! The verdict in plain words and a small table ([`gt_compare::verdict`] has the numbers):
 //! what the report opens with and what `compare --verdict` and the main job print.
 
 use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};

@@ -11,7 +11,7 @@
 //! Before the daemon closed the exit eventfds vhost-user-backend 0.24 leaves open, this grew
 //! by 8 fds per connection (7 -> 32 -> 56 -> 80 after 2 / 5 / 8 connections, 2026-12-04).
 //! The last line printed, `RECONNECT-RESULT {json}` (a `ReconnectResult`), is what the
-//! experiment script tabulates (`guest-tests table reconnects`).
+//! experiment script tabulates (`lab table reconnects`).
 
 // A test reads as one scenario: exempt from clippy::too_many_lines (non-test code is not).
 #![allow(clippy::too_many_lines)]

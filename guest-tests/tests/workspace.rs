@@ -74,8 +74,14 @@ fn architecture_md_names_every_crate_and_each_has_a_readme() {
     let members = members();
     assert!(members.len() >= 8, "{members:?}");
     for m in &members {
-        assert!(doc.contains(&format!("`{m}`")), "ARCHITECTURE.md does not name `{m}`");
-        assert!(repo().join(m).join("README.md").is_file(), "{m} has no README.md");
+        assert!(
+            doc.contains(&format!("`{m}`")),
+            "ARCHITECTURE.md does not name `{m}`"
+        );
+        assert!(
+            repo().join(m).join("README.md").is_file(),
+            "{m} has no README.md"
+        );
     }
 }
 
@@ -94,7 +100,10 @@ fn no_source_file_is_over_600_lines() {
             (n > MAX_FILE_LINES).then(|| format!("{}: {n} lines", p.display()))
         })
         .collect();
-    assert!(too_long.is_empty(), "over {MAX_FILE_LINES} lines: {too_long:?}");
+    assert!(
+        too_long.is_empty(),
+        "over {MAX_FILE_LINES} lines: {too_long:?}"
+    );
 }
 
 #[test]
@@ -114,7 +123,10 @@ fn no_crate_is_over_8000_non_test_lines() {
             over.push(format!("{m}: {lines}"));
         }
     }
-    assert!(over.is_empty(), "over {MAX_CRATE_LINES} non-test lines: {over:?}");
+    assert!(
+        over.is_empty(),
+        "over {MAX_CRATE_LINES} non-test lines: {over:?}"
+    );
 }
 
 #[test]

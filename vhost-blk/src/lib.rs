@@ -1,9 +1,12 @@
 //! vhost-blk: a vhost-user backend that stands in for a multi-queue SAS controller.
 //!
+//! Crates below it, re-exported under their room names: [`units`] (sizes and durations as
+//! typed, `vhost-blk-units`), [`storage`] (positional vectored I/O on files, RAM and null disks,
+//! `vhost-blk-storage`), [`completion`] (the MSI-X latency / coalescing engine, device-free,
+//! `vhost-blk-completion`) and the SCSI target on byte buffers (`vhost-blk-scsi`, as
+//! [`scsi::emulation`] and [`scsi::topology`]).
+//!
 //! Rooms, bottom up (each imports only rooms listed before it):
-//! - [`units`]: sizes and durations as typed (one parser each, one rule for zero);
-//! - [`storage`]: positional vectored I/O on files, RAM and null disks;
-//! - [`completion`]: the MSI-X latency / coalescing engine, device-free (`units` only);
 //! - [`stats`]: per-queue counters and histograms, JSON export (nothing from the crate);
 //! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
 //!   chains to guest buffers (`completion`, `stats`);
@@ -30,12 +33,13 @@
     )
 )]
 
+pub use vhost_blk_completion as completion;
+pub use vhost_blk_storage as storage;
+pub use vhost_blk_units as units;
+
 pub mod blk;
-pub mod completion;
 pub mod config;
 pub mod daemon;
 pub mod device;
 pub mod scsi;
 pub mod stats;
-pub mod storage;
-pub mod units;

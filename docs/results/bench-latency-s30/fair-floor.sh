@@ -3,12 +3,12 @@
 # under the fair scheduler, 200 and 1000 us intervals, 2 s each, with the timer slack its
 # measurement thread runs with. Prints p50 / p99 / max (us) from the histogram.
 # Usage: flock /tmp/vb-cpu.lock docs/results/bench-latency-s30/fair-floor.sh
-#   env: VHOST_BLK_BENCH (default target/release/vhost-blk-bench: it reads the histograms)
+#   env: LAB (default target/release/lab: it reads the histograms)
 # (Without -p: any -p, even -p 0, makes cyclictest's measurement thread SCHED_FIFO.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
-BENCH=${VHOST_BLK_BENCH:-$ROOT/target/release/vhost-blk-bench}
-[ -x "$BENCH" ] || { echo "fair-floor: build first: cargo build --release -p vhost-blk --bins" >&2; exit 2; }
+LAB=${LAB:-$ROOT/target/release/lab}
+[ -x "$LAB" ] || { echo "fair-floor: build first: cargo build --release -p lab" >&2; exit 2; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 for t in 200 1000; do
     for pol in fifo other; do
@@ -22,6 +22,6 @@ for t in 200 1000; do
         policy=$(chrt -p "$tid" | sed -n 's/.*policy: //p')
         wait $pid
         printf 'interval %s us, %-5s (%s, timer slack %s ns): %s\n' "$t" "$pol" "$policy" "$slack" \
-            "$("$BENCH" table cyclictest "$W/h.txt")"
+            "$("$LAB" table cyclictest "$W/h.txt")"
     done
 done

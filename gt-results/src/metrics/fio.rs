@@ -174,7 +174,10 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Vec<u8> {
-        let p = format!("{}/../guest-tests/tests/fixtures/fio/{name}", env!("CARGO_MANIFEST_DIR"));
+        let p = format!(
+            "{}/../guest-tests/tests/fixtures/fio/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
     }
 

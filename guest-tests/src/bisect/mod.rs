@@ -21,7 +21,6 @@ pub mod classify;
 pub mod lab;
 mod onslurm;
 pub mod search;
-pub mod summary;
 #[cfg(test)]
 mod tests;
 

@@ -20,7 +20,6 @@ mod executor;
 mod ordering;
 mod run;
 mod runs;
-mod table;
 mod within;
 use crate::report;
 pub use bisect::{BisectArgs, JudgeArgs};
@@ -55,9 +54,6 @@ pub enum Cmd {
         #[arg(long)]
         title: Option<String>,
     },
-    /// The tables of experiments' READMEs, from their results (the text Python printed).
-    #[command(subcommand)]
-    Table(table::TableCmd),
     /// Assertions on runs' results (ci/tree-kernel-smoke.sh): exit 0, or 1 and the first failure.
     #[command(subcommand)]
     Check(check::CheckCmd),
@@ -174,7 +170,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             kernels,
             title,
         } => report_cmd(&dir, kernels.as_deref(), title),
-        Cmd::Table(t) => table::table_cmd(t),
         Cmd::Check(c) => check::check_cmd(c),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),

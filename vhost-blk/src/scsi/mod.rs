@@ -13,11 +13,11 @@
 //! (its request kind); `virtio`, `control` -> `emulation`; `topology` -> `emulation`. The
 //! emulation layer depends on none of them.
 
+pub use vhost_blk_scsi::{emulation, topology};
+
 pub mod config_space;
 pub mod control;
-pub mod emulation;
 pub mod personality;
-pub mod topology;
 pub mod virtio;
 
 #[cfg(test)]

@@ -1,10 +1,36 @@
-//! Shared helpers: run the real `vhost-blk` binary on a temporary socket.
+//! Shared helpers: run the real `vhost-blk` binary on a temporary socket. vhost-blk's tests use
+//! them, and vhost-blk-bench's (`#[path]`), which drive the same binary.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// The `vhost-blk` binary: cargo's own for vhost-blk's tests; for another crate's tests, built
+/// by cargo (same profile, same target directory) on first use.
+pub fn backend_bin() -> PathBuf {
+    if let Some(p) = option_env!("CARGO_BIN_EXE_vhost-blk") {
+        return p.into();
+    }
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // target/<profile>/deps/<test binary>
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "-q", "-p", "vhost-blk", "--bin", "vhost-blk"]);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cargo.arg("--release");
+            }
+            let ok = cargo.status().expect("run cargo").success();
+            assert!(ok, "cargo build -p vhost-blk failed");
+            profile_dir.join("vhost-blk")
+        })
+        .clone()
+}
 
 /// A backend process; SIGTERM on drop.
 pub struct Backend {
@@ -22,7 +48,7 @@ impl Backend {
 
     pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Backend {
         let socket = dir.path().join("vhost.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_vhost-blk"))
+        let child = Command::new(backend_bin())
             .arg("--socket-path")
             .arg(&socket)
             .args(args)
