@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, and what CI runs): installs what the tests need, checks formatting
-# and lints, then runs every test of the workspace, including the booted-guest tests that start
-# real QEMU guests (TCG) with Debian's PREEMPT_RT kernel, real fio and the vhost-blk backend.
+# and lints, then runs every test of the workspace, and the booted-guest tests that start real
+# QEMU guests (TCG) with Debian's PREEMPT_RT kernel, real fio and the vhost-blk backend (it
+# prints how many ran).
 #
 # Kernel and initramfs images are built on first use into $VB_CACHE (default: .cache/ in the
 # checkout) and reused afterwards.
@@ -99,12 +100,38 @@ if [ "${VB_TREE_KERNEL_TEST:-1}" = 1 ]; then
     GT=target/debug/guest-tests ci/tree-kernel-smoke.sh
 fi
 step "tests"
-# VB_BOOT_TESTS=1 also boots the agent test guests (built-in virtio-blk and virtio-scsi);
-# VB_SLURM_TESTS=1 (root only) starts a single-node Slurm cluster (ci/slurm-cluster.sh) and runs
-# a 2-kernel x 2-repeat smoke matrix through `run --executor slurm` and locally.
-slurm=0
-[ "$(id -u)" = 0 ] && slurm=1
-VB_BOOT_TESTS=1 VB_SLURM_TESTS=$slurm VB_SLURM_JUDGE=${VB_TREE_KERNEL_TEST:-1} cargo test --workspace
+# Unit and integration tests of every crate. The booted-guest tests are #[ignore]d there (cargo
+# lists them as ignored); they run next, on their own.
+cargo test --workspace
+step "booted-guest tests (guest-tests/tests/booted/, one guest at a time)"
+# Every booted test but `cost::` (an experiment: experiments/scale-cost.sh), with Debian's
+# prebuilt RT kernel, real QEMU and fio; then, as root, the real Slurm cluster test
+# (ci/slurm-cluster.sh: a 2-kernel x 2-repeat smoke matrix through `run --executor slurm`, and
+# with VB_TREE_KERNEL_TEST=1 a bisection step through it). ignored_tests fails unless every test
+# it asked for ran and passed.
+booted=0
+ignored_tests() { # PACKAGE TARGET [--skip FILTER]...: runs a target's ignored tests, counts them
+    local pkg=$1 target=$2 want ran log
+    shift 2
+    want=$(cargo test -q -p "$pkg" --test "$target" -- --ignored --list "$@" | grep -c ': test$' || true)
+    log=$(mktemp)
+    cargo test -p "$pkg" --test "$target" -- --ignored --test-threads 1 "$@" 2>&1 | tee "$log"
+    ran=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$log" | tail -n 1)
+    rm -f "$log"
+    echo "$target: ${ran:-0} of $want booted tests ran and passed"
+    if [ "$want" = 0 ] || [ "${ran:-0}" != "$want" ]; then
+        echo "$target: asked for $want booted tests, ${ran:-0} ran and passed" >&2
+        exit 1
+    fi
+    booted=$((booted + ran))
+}
+ignored_tests guest-tests booted --skip cost::
+if [ "$(id -u)" = 0 ]; then
+    VB_SLURM_JUDGE=${VB_TREE_KERNEL_TEST:-1} ignored_tests guest-tests slurm_cluster
+else
+    echo "slurm_cluster: not asked for (needs root)"
+fi
+echo "booted-guest tests run: $booted"
 step "a Linux 7.3 guest: Debian's prebuilt 7.3.4 PREEMPT_RT kernel booted under TCG (suites smoke, seed000-scale)"
 # Suite smoke (pattern verify from every CPU, fio randwrite+verify) on vhost-blk; a failed run
 # exits non-zero. Then the main job's suite in its smallest cell (8 hctx, 2 running CPUs), which
@@ -137,7 +164,9 @@ fi
 step "every committed experiment rebuilds to the same report.md"
 ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"
-cargo test -p guest-tests --lib the_real_initramfs_is_bit_identical_across_builds -- --ignored
+n=$(cargo test -p gt-images --lib initramfs::tests::the_real_initramfs_is_bit_identical_across_builds \
+    -- --ignored --exact 2>&1 | tee /dev/stderr | sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p')
+[ "$n" = 1 ] || { echo "initramfs reproducibility: the test did not run" >&2; exit 1; }
 # Every fuzz target of vhost-blk/fuzz for 60 s from its seeds, two at a time (installs the
 # nightly toolchain and cargo-fuzz if missing); a crash, hang or leak fails the run.
 # VB_FUZZ_SMOKE=0 leaves it out.

@@ -3,7 +3,7 @@
 # verify on 8 queues, each kill once the backend's statistics show requests taken and not
 # completed (requests held 2 ms before their used entry is written, interrupts 1 ms more), for
 # each MODE (device:qemu), RUNS times. Each run is the booted test
-# guest-tests/tests/booted_restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
+# guest-tests/tests/booted/restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
 # (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then `lab table restart-goals` prints the goal
 # table (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every
 # backend instance, first and last) and whether each goal was met.
@@ -24,7 +24,7 @@ min=${MIN_RESUBMITTED:-50}
 mkdir -p "$out"
 case "$modes" in *:10*) ci/fetch-qemu10.sh >/dev/null ;; esac
 cargo build -p vhost-blk -p guest-tests
-cargo test -p guest-tests --test booted_restart --no-run
+cargo test -p guest-tests --test booted --no-run
 failed=0
 for mode in $modes; do
     dev=${mode%%:*}
@@ -43,7 +43,7 @@ for mode in $modes; do
         start=$(date +%s)
         status=0
         VB_QEMU=$qemu VB_RESTART_SUITE=$suite VB_RESTART_DIR="$dir" VB_RESTART_MIN_RESUBMITTED=$min \
-            cargo test -q -p guest-tests --test booted_restart "$test" -- --exact --nocapture \
+            cargo test -q -p guest-tests --test booted "restart::$test" -- --exact --ignored --nocapture \
             >"$out/$name.log" 2>&1 || status=$?
         wall=$(($(date +%s) - start))
         echo "$name: $wall s wall, exit $status" | tee -a "$out/$name.log"

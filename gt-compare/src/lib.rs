@@ -99,32 +99,12 @@ fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn mean_var(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let m = mean(x);
-    let v = if x.len() > 1 {
-        x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)
-    } else {
-        f64::NAN
-    };
-    (m, v)
-}
-
-/// Welch's difference of means (b - a) with its 95 % CI half-width.
+/// Welch's difference of means (b - a) with its 95 % CI half-width (0 when both samples have
+/// zero variance).
 fn welch_diff(a: &[f64], b: &[f64]) -> Option<Diff> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let ((ma, va), (mb, vb)) = (mean_var(a), mean_var(b));
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
-    let se2 = sa + sb;
-    let df = if se2 > 0.0 {
-        se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64)
-    } else {
-        f64::INFINITY
-    };
+    let (se2, df) = stats::welch_terms(a, b)?;
     Some(Diff {
-        mean: mb - ma,
+        mean: mean(b) - mean(a),
         ci95: if se2 > 0.0 {
             t_half_width(se2, df)
         } else {
@@ -142,7 +122,7 @@ fn paired(base: &BTreeMap<u32, f64>, other: &BTreeMap<u32, f64>) -> Option<Paire
     if d.len() < 2 {
         return None;
     }
-    let (m, v) = mean_var(&d);
+    let (m, v) = (mean(&d), variance(&d));
     Some(Paired {
         n: d.len(),
         diff: Diff {

@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-use super::mean;
+use super::{mean, variance};
 
 /// Two-sided paired t-test on differences (`None` for n < 2 or zero variance).
 pub fn paired_t_p(d: &[f64]) -> Option<f64> {
@@ -24,7 +24,7 @@ pub fn paired_t_p(d: &[f64]) -> Option<f64> {
         return None;
     }
     let m = mean(d);
-    let var = d.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let var = variance(d);
     if var <= 0.0 {
         return None;
     }
@@ -113,6 +113,17 @@ pub enum Decision {
     Undecided,
 }
 
+impl Decision {
+    /// The decision as index.json writes it (serde's snake_case name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Continue => "continue",
+            Decision::Differ => "differ",
+            Decision::Undecided => "undecided",
+        }
+    }
+}
+
 /// One look of a sequential plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Look {
@@ -132,6 +143,17 @@ pub struct Sequential {
     pub min_n: usize,
     pub max_n: usize,
     pub looks: Vec<Look>,
+}
+
+/// What the sequential test saw and decided: index.json's `sequential` record (written by the
+/// matrix, read back by the report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequentialRecord {
+    pub metric: String,
+    pub test: String,
+    pub plan: Sequential,
+    /// Repeats (boots per kernel) when it stopped.
+    pub boots_per_kernel: usize,
 }
 
 impl Sequential {

@@ -77,19 +77,29 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
     })
 }
 
-/// The standard error of mean(a) - mean(b) and its Welch–Satterthwaite degrees of freedom
-/// (None for n < 2 in either sample or zero variance in both).
-fn welch_se_df(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+/// Welch's terms for a difference of two means: the squared standard error of mean(a) -
+/// mean(b) and its Welch-Satterthwaite degrees of freedom (infinite when both samples have zero
+/// variance); None for n < 2 in either sample. The one computation of Welch's test: [`welch_p`],
+/// [`welch_diff_ci95`] and compare's per-metric `Diff` take it.
+pub fn welch_terms(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
     let (va, vb) = (variance(a) / a.len() as f64, variance(b) / b.len() as f64);
     let se2 = va + vb;
-    if se2 <= 0.0 || !se2.is_finite() {
-        return None;
-    }
-    let df = se2 * se2 / (va * va / (a.len() - 1) as f64 + vb * vb / (b.len() - 1) as f64);
-    Some((se2.sqrt(), df))
+    let df = if se2 > 0.0 {
+        se2 * se2 / (va * va / (a.len() - 1) as f64 + vb * vb / (b.len() - 1) as f64)
+    } else {
+        f64::INFINITY
+    };
+    Some((se2, df))
+}
+
+/// The standard error and degrees of freedom of [`welch_terms`], for a test: None also when
+/// both variances are zero (no t statistic).
+fn welch_se_df(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    let (se2, df) = welch_terms(a, b)?;
+    (se2 > 0.0 && se2.is_finite()).then(|| (se2.sqrt(), df))
 }
 
 /// Welch's two-sided t-test p-value (None for n < 2 in either sample or zero variance in both).

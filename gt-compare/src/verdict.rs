@@ -263,7 +263,7 @@ fn faithfulness(c: &Comparison, runs: &[RunResult], step: &str) -> Option<Faithf
     let ok: Vec<&RunResult> = runs.iter().filter(|r| r.status.is_ok()).collect();
     let mean_of = |name: &str| {
         let v: Vec<f64> = ok.iter().filter_map(|r| r.metric(name)).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        (!v.is_empty()).then(|| super::mean(&v))
     };
     let vcpus_per_core = mean_of("harness.running_vcpus_per_core")?;
     let host_slice_ms = mean_of("harness.host_slice_ms")?;

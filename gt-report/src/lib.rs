@@ -197,17 +197,6 @@ fn write(dir: &Path, data: &ReportData) -> Result<ReportFiles, ReportError> {
     })
 }
 
-/// The comparison of the runs under `dir` as a Markdown table (what `compare` prints on
-/// stdout); `filter` keeps metrics whose name contains one of the substrings.
-pub fn summary_table(
-    dir: &Path,
-    kernels: &[String],
-    filter: &[String],
-) -> Result<String, ReportError> {
-    let c = compare_dir(dir, kernels)?;
-    Ok(markdown_table(&c, filter))
-}
-
 /// The table printed after a matrix: the registry's headline metrics and the harness's.
 pub fn headline_table(dir: &Path, kernels: &[String]) -> Result<String, ReportError> {
     let c = compare_dir(dir, kernels)?;

@@ -62,7 +62,7 @@ impl Measured {
         if slow.is_empty() || fast.is_empty() {
             return None;
         }
-        let m = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+        let m = crate::compare::mean;
         Some(Self {
             mean: m(slow) - m(fast),
             ci95: welch_diff_ci95(slow, fast),

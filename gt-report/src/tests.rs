@@ -223,7 +223,7 @@ fn report_from_fixture_results() {
         "run paths relative to the report"
     );
     // The stdout table holds the same numbers as the report's.
-    let t = summary_table(dir, &[], &["irq_d_per_kio".into()]).unwrap();
+    let t = markdown_table(&compare_dir(dir, &[]).unwrap(), &["irq_d_per_kio".into()]);
     let row = t.lines().nth(2).unwrap();
     assert!(md.contains(row), "{row}");
     // Rebuilding gives the same report.

@@ -1,6 +1,7 @@
 //! The verdict in plain words and a small table ([`gt_compare::verdict`] has the numbers):
 //! what the report opens with and what `compare --verdict` and the main job print.
 
+use crate::compare::sequential::{Decision, SequentialRecord};
 use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
 use crate::metrics::{LockFigure, StepFigure};
 
@@ -17,25 +18,30 @@ pub struct SequentialNote {
     pub max_n: usize,
 }
 
-/// Reads `index.json`'s `sequential` record, if the matrix ran until decided.
+/// Reads `index.json`'s `sequential` record, if the matrix ran until decided (through its type,
+/// [`SequentialRecord`]; the rest of index.json is not read here).
 pub fn sequential_note(dir: &std::path::Path) -> Option<SequentialNote> {
+    #[derive(serde::Deserialize)]
+    struct IndexSequential {
+        #[serde(default)]
+        sequential: Option<SequentialRecord>,
+    }
     let text = std::fs::read_to_string(dir.join("index.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let s = v.get("sequential")?;
-    let plan = s.get("plan")?;
+    let s = serde_json::from_str::<IndexSequential>(&text)
+        .ok()?
+        .sequential?;
+    let decision = s
+        .plan
+        .looks
+        .last()
+        .map_or(Decision::Continue, |l| l.decision);
     Some(SequentialNote {
-        metric: s.get("metric")?.as_str()?.to_string(),
-        test: s.get("test")?.as_str().unwrap_or("").to_string(),
-        boots_per_kernel: s.get("boots_per_kernel")?.as_u64()? as usize,
-        decision: plan
-            .get("looks")?
-            .as_array()?
-            .last()
-            .and_then(|l| l.get("decision")?.as_str())
-            .unwrap_or("continue")
-            .to_string(),
-        alpha: plan.get("alpha")?.as_f64()?,
-        max_n: plan.get("max_n")?.as_u64()? as usize,
+        metric: s.metric,
+        test: s.test,
+        boots_per_kernel: s.boots_per_kernel,
+        decision: decision.as_str().to_string(),
+        alpha: s.plan.alpha,
+        max_n: s.plan.max_n,
     })
 }
 

@@ -189,28 +189,6 @@ impl RunResult {
         r
     }
 
-    /// Re-derives this result from the raw artefacts (e.g. the run's saved stream) with the
-    /// current parsers, keeping `info`, `provenance`, `timings`, a host-side `timed_out` status,
-    /// and metrics the derivation does not produce (those the harness added, `harness.*`).
-    /// For refreshing old results after a parser fix; the schema version is the current one.
-    pub fn rederived(&self, artifacts: &[Artifact]) -> RunResult {
-        let mut r = derive::build(
-            self.info.clone(),
-            self.provenance.clone(),
-            artifacts,
-            self.timings.clone(),
-        );
-        if matches!(self.status, RunStatus::TimedOut { .. }) {
-            r.status = self.status.clone();
-        }
-        for (k, v) in &self.metrics {
-            if k.starts_with("harness.") {
-                r.metrics.entry(k.clone()).or_insert(*v);
-            }
-        }
-        r
-    }
-
     /// Overrides the status (host-side verdicts win over the guest's).
     pub fn set_status(&mut self, status: RunStatus) {
         self.status = status;

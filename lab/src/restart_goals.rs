@@ -10,9 +10,9 @@
 //! 2. A run meets its goals when the test exited 0 (fio exit 0, no job error or verify
 //!    failure, no bad dmesg line, no hang: the test checks these), the killed instances' chains
 //!    resubmitted on request queues add up to at least `min_resubmitted`, and over all
-//!    instances the backend's fds stay within 2 of each other and its private memory
-//!    (`RssAnon`; the whole RSS for records made before it was kept) within +50 % of the
-//!    smallest (neither may be empty). A missed run says why when the log has a panic (the
+//!    instances the backend's fds and its private memory (`RssAnon`; the whole RSS for records
+//!    made before it was kept) stay flat as `gt_launch::restart` defines it ([`fds_flat`],
+//!    [`memory_flat`]; neither may be empty). A missed run says why when the log has a panic (the
 //!    line after `panicked at`, at most 120 characters) or, if the log mentions `exit` but has
 //!    no result line, `no result line`.
 //! 3. Modes are the names without `-runI`, in the order they first appear; each gets a line
@@ -25,7 +25,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use gt_launch::restart::{RestartRecord, RestartResult, RESULT_PREFIX};
+use gt_launch::restart::{fds_flat, memory_flat, RestartRecord, RestartResult, RESULT_PREFIX};
 use gt_report::pyfmt::repr;
 
 /// `NAME.status.json`, as restart-experiment.sh writes it.
@@ -61,17 +61,6 @@ fn result_line(log: &str) -> (Option<RestartResult>, String) {
 }
 
 /// The values are flat across instances (rule 2): fds within 2, RSS within +50 %.
-fn flat(values: &[u64], fds: bool) -> bool {
-    let (Some(lo), Some(hi)) = (values.iter().min(), values.iter().max()) else {
-        return false;
-    };
-    if fds {
-        hi - lo <= 2
-    } else {
-        *hi as f64 <= *lo as f64 * 1.5
-    }
-}
-
 fn joined<T: ToString>(v: impl IntoIterator<Item = T>) -> String {
     v.into_iter()
         .map(|x| x.to_string())
@@ -122,7 +111,7 @@ fn run_row(out: &Path, name: &str, min_resubmitted: u64) -> (String, bool) {
         &rss
     };
     let total: u64 = resub.iter().sum();
-    let ok = st.exit == Some(0) && total >= min_resubmitted && flat(&fds, true) && flat(mem, false);
+    let ok = st.exit == Some(0) && total >= min_resubmitted && fds_flat(&fds) && memory_flat(mem);
     let (fio, dmesg) = res.as_ref().map_or(("?".into(), "?".into()), |r| {
         let rc = r.fio_rc.map_or("None".into(), |c| c.to_string());
         let fio = format!("rc {rc}, {} job err", r.fio_job_errors);
@@ -205,15 +194,6 @@ mod tests {
         assert_eq!(result_line("nothing").1, "");
         let long = format!("panicked at x\n{}\n", "é".repeat(200));
         assert_eq!(result_line(&long).1.chars().count(), 120);
-    }
-
-    #[test]
-    fn flat_fds_within_two_rss_within_half() {
-        assert!(flat(&[88, 89, 90], true));
-        assert!(!flat(&[88, 91], true));
-        assert!(flat(&[1000, 1500], false));
-        assert!(!flat(&[1000, 1501], false));
-        assert!(!flat(&[], true));
     }
 
     #[test]

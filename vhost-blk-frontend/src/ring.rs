@@ -102,10 +102,6 @@ impl SplitRing {
         (self.desc, self.avail, self.used)
     }
 
-    pub fn free_descriptors(&self) -> usize {
-        self.free.len()
-    }
-
     /// Requests in flight.
     pub fn in_flight(&self) -> usize {
         self.chains.iter().filter(|c| !c.is_empty()).count()
@@ -220,12 +216,6 @@ impl SplitRing {
         ram.write(self.avail + 4 + 2 * slot, &head.to_le_bytes())?;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         self.store_u16(ram, self.avail + 2, self.avail_idx)
-    }
-
-    /// Sets the available index to any value (malformed-request tests).
-    pub fn set_avail_idx_raw(&mut self, ram: &GuestRam, idx: u16) -> Result<(), FrontendError> {
-        self.avail_idx = idx;
-        self.store_u16(ram, self.avail + 2, idx)
     }
 
     pub fn avail_idx(&self) -> u16 {

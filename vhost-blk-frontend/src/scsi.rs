@@ -195,21 +195,9 @@ impl ScsiRequest {
         self
     }
 
-    /// Sets the raw 8-byte LUN field (for bad addressing).
-    pub fn set_lun_field(&mut self, lun: [u8; 8]) -> &mut Self {
-        self.lun = lun;
-        self
-    }
-
     /// The tag of the next commands (the `id` ABORT TASK names).
     pub fn set_tag(&mut self, tag: u64) -> &mut Self {
         self.tag = tag;
-        self
-    }
-
-    /// Task attribute (0 simple, 1 ordered, 2 head of queue, 3 ACA).
-    pub fn set_task_attr(&mut self, attr: u8) -> &mut Self {
-        self.task_attr = attr;
         self
     }
 
@@ -250,12 +238,6 @@ impl ScsiRequest {
     pub fn inquiry(&mut self, alloc: u16) -> Result<&mut Self, FrontendError> {
         let [hi, lo] = alloc.to_be_bytes();
         self.raw(&[0x12, 0, 0, hi, lo, 0], DataDir::In, u32::from(alloc))
-    }
-
-    /// INQUIRY of VPD page `page`, `alloc` bytes.
-    pub fn inquiry_vpd(&mut self, page: u8, alloc: u16) -> Result<&mut Self, FrontendError> {
-        let [hi, lo] = alloc.to_be_bytes();
-        self.raw(&[0x12, 1, page, hi, lo, 0], DataDir::In, u32::from(alloc))
     }
 
     /// READ CAPACITY(16) (32 bytes of parameter data).

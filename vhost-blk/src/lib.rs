@@ -3,11 +3,11 @@
 //! Crates below it, re-exported under their room names: [`units`] (sizes and durations as
 //! typed, `vhost-blk-units`), [`storage`] (positional vectored I/O on files, RAM and null disks,
 //! `vhost-blk-storage`), [`completion`] (the MSI-X latency / coalescing engine, device-free,
-//! `vhost-blk-completion`) and the SCSI target on byte buffers (`vhost-blk-scsi`, as
+//! `vhost-blk-completion`), [`stats`] (per-queue counters and histograms, the `--stats-file`
+//! format, `vhost-blk-stats`) and the SCSI target on byte buffers (`vhost-blk-scsi`, as
 //! [`scsi::emulation`] and [`scsi::topology`]).
 //!
 //! Rooms, bottom up (each imports only rooms listed before it):
-//! - [`stats`]: per-queue counters and histograms, JSON export (nothing from the crate);
 //! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
 //!   chains to guest buffers (`completion`, `stats`);
 //! - [`blk`], [`scsi`]: the two personalities (`device`, `storage`; `scsi::topology` also
@@ -34,6 +34,7 @@
 )]
 
 pub use vhost_blk_completion as completion;
+pub use vhost_blk_stats as stats;
 pub use vhost_blk_storage as storage;
 pub use vhost_blk_units as units;
 
@@ -42,4 +43,3 @@ pub mod config;
 pub mod daemon;
 pub mod device;
 pub mod scsi;
-pub mod stats;

@@ -23,6 +23,7 @@ const CRATES: &[&str] = &[
     "vhost-blk-units",
     "vhost-blk-storage",
     "vhost-blk-completion",
+    "vhost-blk-stats",
     "vhost-blk-scsi",
 ];
 

@@ -267,25 +267,6 @@ fn real_stream_from_an_rt_guest() {
 }
 
 #[test]
-fn rederived_keeps_host_facts_and_refreshes_metrics() {
-    let arts = parse_stream(&fixture_stream());
-    let mut old = build(&fixture_stream());
-    old.metrics.clear();
-    old.metrics.insert("randread.irqs_per_io".into(), 0.0); // a stale value
-    old.metrics.insert("harness.qemu_wall_s".into(), 42.0);
-    old.timings.total_wall_s = Some(50.0);
-    old.provenance.accelerator = "tcg".into();
-    old.status = RunStatus::TimedOut { after_s: 300.0 };
-    let new = old.rederived(&arts);
-    assert_eq!(new.metric("randread.irqs_per_io"), Some(1700.0 / 2048.0));
-    assert_eq!(new.metric("harness.qemu_wall_s"), Some(42.0));
-    assert_eq!(new.timings.total_wall_s, Some(50.0));
-    assert_eq!(new.provenance.accelerator, "tcg");
-    assert_eq!(new.status, old.status);
-    assert_eq!(new.info, old.info);
-}
-
-#[test]
 fn load_runs_sorts_chronologically_dedups_and_picks_the_first_ok_kernel_as_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let base = build(&fixture_stream());

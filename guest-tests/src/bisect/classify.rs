@@ -80,15 +80,11 @@ pub struct Sample {
 impl Sample {
     pub fn of(x: &[f64]) -> Sample {
         let n = x.len();
-        let mean = if n == 0 {
-            f64::NAN
-        } else {
-            x.iter().sum::<f64>() / n as f64
-        };
+        let mean = crate::compare::mean(x);
         let sd = if n < 2 {
             0.0
         } else {
-            (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+            crate::compare::variance(x).sqrt()
         };
         Sample { n, mean, sd }
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{Design, MatrixError};
-use crate::compare::sequential::Sequential;
+pub use crate::compare::sequential::SequentialRecord;
 use crate::launch::qemu::Accel;
 use crate::results::RunStatus;
 
@@ -94,16 +94,6 @@ pub struct Index {
     /// The sequential test's looks, when the matrix ran until decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequential: Option<SequentialRecord>,
-}
-
-/// What the sequential test saw and decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SequentialRecord {
-    pub metric: String,
-    pub test: String,
-    pub plan: Sequential,
-    /// Repeats (boots per kernel) when it stopped.
-    pub boots_per_kernel: usize,
 }
 
 impl Index {

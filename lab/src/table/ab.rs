@@ -73,8 +73,7 @@ fn geo_mean_ci(ratios: &[f64]) -> Option<(f64, f64)> {
         return None;
     }
     let logs: Vec<f64> = ratios.iter().map(|q| q.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let (mean, var) = (gt_compare::mean(&logs), gt_compare::variance(&logs));
     let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
         .ok()?
         .inverse_cdf(0.975);
@@ -97,7 +96,8 @@ fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String 
         return format!("| {c} | - | - | - | - | - | - | - | 0 |");
     };
     let ratios: Vec<f64> = pairs.iter().map(|(x, y)| y / x).collect();
-    let geo = (ratios.iter().map(|q| q.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let logs: Vec<f64> = ratios.iter().map(|q| q.ln()).collect();
+    let geo = gt_compare::mean(&logs).exp();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let iops = |runs: &[Option<Report>]| {

@@ -4,10 +4,9 @@
 //! They fail (never skip) when no image can be built. The boots are serialised: two TCG guests
 //! on a small host would distort each other's timings.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use guest_tests::images::{self, ImageOptions, KernelImage};
@@ -19,8 +18,6 @@ use guest_tests::launch::RunSpec;
 use guest_tests::matrix::{self, MatrixConfig};
 use guest_tests::results::{RunResult, RunStatus};
 use guest_tests::suite::{self, Suite};
-
-static BOOT: Mutex<()> = Mutex::new(());
 
 use common::KERNEL;
 
@@ -70,7 +67,7 @@ fn check_smoke(suite: &str) -> RunResult {
 }
 
 fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let dir = keep_dir(suite);
     let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
     spec.backend_bin = backend_bin;
@@ -123,6 +120,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn smoke_on_qemu_storage_daemon() {
     let r = check_smoke("smoke-qsd");
     let v = r.guest.verify.as_ref().expect("verify artefact");
@@ -137,6 +135,7 @@ fn smoke_on_qemu_storage_daemon() {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn smoke_on_builtin_virtio_scsi() {
     let r = check_smoke("smoke-builtin-scsi");
     assert_eq!(r.provenance.backend.name, "qemu-builtin");
@@ -150,6 +149,7 @@ fn smoke_on_builtin_virtio_scsi() {
 
 /// Smoke on our own backend: `$VB_BACKEND_BIN`, else the `vhost-blk` built next to this test.
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn smoke_on_vhost_blk() {
     let bin = std::env::var_os("VB_BACKEND_BIN")
         .map(PathBuf::from)
@@ -177,8 +177,9 @@ fn smoke_on_vhost_blk() {
 /// A run that cannot finish in time is killed, marked timed out, keeps its console; the
 /// matrix goes on to the next run and indexes both.
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn hang_times_out_and_matrix_goes_on() {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let k = kernel();
     let out = keep_dir("timeout-matrix");
     let cfg = MatrixConfig {
@@ -236,8 +237,9 @@ fn hang_times_out_and_matrix_goes_on() {
 /// A backend that cannot start fails the run before any boot; the run is retried once, the
 /// failed attempt is kept beside it, and the matrix records both.
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn backend_start_failure_is_retried_and_kept() {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     kernel();
     let out = keep_dir("bad-backend");
     let cfg = MatrixConfig {
@@ -282,8 +284,9 @@ fn backend_start_failure_is_retried_and_kept() {
 /// `--accel auto` probes KVM with a short bounded boot and caches the verdict per host kernel
 /// and QEMU version; the second resolution is answered from the cache at once.
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn accel_auto_probes_once_and_caches() {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let k = kernel();
     let cache = tempfile_dir("accel-cache");
     let q = Path::new("qemu-system-x86_64");
@@ -321,8 +324,9 @@ fn tempfile_dir(name: &str) -> PathBuf {
 
 /// A QEMU that refuses its command line fails the run with QEMU's own message.
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn qemu_error_is_reported() {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let dir = keep_dir("qemu-error");
     let (mut spec, rerun) = spec("smoke-builtin-scsi", &dir, Duration::from_secs(30));
     spec.suite.spec.memory_mib = 1 << 30; // 1 PiB: QEMU cannot allocate it

@@ -14,21 +14,17 @@
 //! variant, `VB_KILL_SEED` another seed (1), `VB_KILL_DIR` keeps the run directory there. The
 //! last line printed is `KILL-RESULT {json}` (experiments/kill-experiment.sh collects them).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use common::one_boot;
 use guest_tests::matrix;
 use guest_tests::results::kills;
 use guest_tests::suite::{self, KillTarget, Suite};
 
-/// One guest at a time (the host has 2 cores).
-static BOOT: Mutex<()> = Mutex::new(());
-
 fn kill_test(default_suite: &str) {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let name = std::env::var("VB_KILL_SUITE").unwrap_or_else(|_| default_suite.into());
     let variant = std::env::var("VB_KILL_VARIANT").ok();
     let dir = match std::env::var_os("VB_KILL_DIR") {
@@ -103,11 +99,13 @@ fn kill_test(default_suite: &str) {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn blk_kill_both() {
     kill_test("kill-ci-blk");
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn scsi_kill_backend() {
     kill_test("kill-ci-scsi");
 }

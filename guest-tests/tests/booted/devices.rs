@@ -6,18 +6,15 @@
 //! - virtio-scsi rescan: exactly the present targets/LUNs of a sparse topology are found;
 //! - MSI-X latency 1 ms raises the guest's QD1 completion latency by about 1 ms.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use common::one_boot;
 use guest_tests::matrix;
 use guest_tests::results::RunResult;
 use guest_tests::suite::{self, Suite};
-
-static BOOT: Mutex<()> = Mutex::new(());
 
 fn run_dir(name: &str) -> PathBuf {
     let d =
@@ -34,7 +31,7 @@ fn boot(
     dir: &Path,
     edit: impl FnOnce(&mut Suite),
 ) -> RunResult {
-    let _g = BOOT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::one_guest_at_a_time();
     let mut s = Suite::load(&suite::default_dir(), suite).unwrap();
     edit(&mut s);
     let (spec, rerun) = one_boot(
@@ -60,6 +57,7 @@ fn boot(
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn blk_pattern_written_by_the_guest_is_in_the_image_file() {
     let dir = run_dir("blk-image");
     let img_dir = tempfile::tempdir().unwrap();
@@ -107,6 +105,7 @@ fn blk_pattern_written_by_the_guest_is_in_the_image_file() {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn scsi_personality_after_a_seabios_probe() {
     let dir = run_dir("scsi-smoke");
     let r = boot("scsi-smoke", None, &dir, |_| {});
@@ -134,6 +133,7 @@ fn scsi_personality_after_a_seabios_probe() {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn scsi_rescan_finds_exactly_the_present_luns() {
     let dir = run_dir("scsi-rescan");
     let r = boot("scsi-rescan", None, &dir, |_| {});
@@ -167,6 +167,7 @@ fn qd1_p50_us(r: &RunResult) -> f64 {
 }
 
 #[test]
+#[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn msix_latency_of_1ms_raises_guest_completion_latency_by_about_1ms() {
     let base = boot(
         "msix-1ms-check",

@@ -224,7 +224,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::tests::{NAMES, READ, SCSI_CMD};
+    use crate::tests::{NAMES, READ, SCSI_CMD};
 
     #[test]
     fn device_totals_merge_queues_and_serialize_in_microseconds() {

@@ -1,8 +1,6 @@
 //! What the booted-guest tests share: the backend binary, the accelerator, and the run spec and
 //! rerun record of one boot of a suite on Debian's prebuilt RT kernel.
 
-#![allow(dead_code)] // each test crate uses its own subset
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,6 +11,12 @@ use guest_tests::launch::qemus;
 use guest_tests::launch::rerun_file::RerunInfo;
 use guest_tests::launch::RunSpec;
 use guest_tests::suite::Suite;
+
+/// Held by each booted test while its guest runs: one guest at a time in the whole target.
+pub fn one_guest_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static BOOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    BOOT.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The kernel the booted tests use.
 pub const KERNEL: &str = "debian-rt";

@@ -21,6 +21,21 @@
 //!
 //! Depends on nothing else in the crate: request kinds are names the device layer passes in.
 
+// No panic on guest input, as in vhost-blk: `unwrap`, `expect`, `panic!`, `unreachable!`,
+// indexing and slicing are errors outside tests (an exception is allowed in place, with its
+// reason).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::indexing_slicing
+    )
+)]
+#![cfg_attr(test, allow(clippy::too_many_lines))]
+
 mod report;
 
 pub use report::{
@@ -204,12 +219,6 @@ impl QueueStats {
         self.bytes_written += written;
         self.in_flight += 1;
         self.in_flight_max = self.in_flight_max.max(self.in_flight);
-    }
-
-    /// Adds bytes moved by a request type other than plain read/write (e.g. a SCSI READ(10)).
-    pub fn add_bytes(&mut self, read: u64, written: u64) {
-        self.bytes_read += read;
-        self.bytes_written += written;
     }
 
     /// A completion was published.
