@@ -31,29 +31,45 @@ use super::judgement::{self, Judgement, KernelJudgement};
 use super::{Comparison, Diff, MetricRow};
 use crate::metrics::{LockFigure, StepFigure};
 use crate::results::RunResult;
+use crate::suite::VerdictSpec;
 
 /// A run whose guest got less than this share of the median vCPU time is flagged.
 pub const STARVED_FRACTION: f64 = 0.6;
 
-/// Companions of the primary metric, on the primary metric's step: name suffixes, in the
-/// verdict's order.
-pub fn companions() -> Vec<String> {
+/// What the verdict reports beside the primary metric: the runs' `[verdict]` (`info.verdict`,
+/// written from the suite), or for results written before suites declared it, the seed-000
+/// verdict this code held until then (suite::verdict rule 4): its companions, its observation
+/// and, when the primary is queue_lock's share of the contentions, its caveat.
+pub fn spec_of(runs: &[RunResult], primary: &str) -> VerdictSpec {
+    if let Some(v) = runs.iter().find_map(|r| r.info.verdict.as_ref()) {
+        return v.clone();
+    }
     use LockFigure as F;
     let lock = |f: F| f.suffix().to_string();
     let step = |f: StepFigure| f.suffix().to_string();
-    vec![
-        lock(F::QlockWaitMsPerS),
-        lock(F::QlockWaitCountPerKio),
-        lock(F::DblockedPeak),
-        F::DblockedGePct.with_k(2),
-        F::DblockedGePct.with_k(4),
-        lock(F::QlockBlockedPeak),
-        lock(F::DsleepPerKio),
-        step(StepFigure::Iops),
-        step(StepFigure::GuestCpuPerS),
-        step(StepFigure::HostOtherCpuPerS),
-        step(StepFigure::HostStealCpuPerS),
-    ]
+    let share = primary.ends_with(F::QlockContentionSharePct.suffix());
+    VerdictSpec {
+        companions: vec![
+            lock(F::QlockWaitMsPerS),
+            lock(F::QlockWaitCountPerKio),
+            lock(F::DblockedPeak),
+            F::DblockedGePct.with_k(2),
+            F::DblockedGePct.with_k(4),
+            lock(F::QlockBlockedPeak),
+            lock(F::DsleepPerKio),
+            step(StepFigure::Iops),
+            step(StepFigure::GuestCpuPerS),
+            step(StepFigure::HostOtherCpuPerS),
+            step(StepFigure::HostStealCpuPerS),
+        ],
+        observation: Some("the seed: 6-8 of 8".into()),
+        caveat: share.then(|| {
+            "A contention counts as queue_lock's when blk_mq_run_hw_queue took the lock, so any \
+             patch that takes it out of that function reads 0 here by construction: the share \
+             shows that a patch applied, not that it helps."
+                .into()
+        }),
+    }
 }
 
 /// A baseline wait per contention of at least this share of a host slice is taken as host
@@ -128,6 +144,12 @@ pub struct Verdict {
     /// The `[judgement]` the runs carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judgement_spec: Option<crate::suite::JudgementSpec>,
+    /// The regression's own report of the blocked-threads figure (suite::verdict rule 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<String>,
+    /// The sentence after the primary metric's (suite::verdict rule 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
 }
 
 impl Verdict {
@@ -206,7 +228,8 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     for m in tput {
         rows.extend(verdict_row(c, "throughput", m, &other));
     }
-    for suffix in companions() {
+    let words = spec_of(runs, &primary);
+    for suffix in &words.companions {
         rows.extend(verdict_row(
             c,
             "companion",
@@ -246,6 +269,8 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
         paired,
         rows,
         starved,
+        observation: words.observation,
+        caveat: words.caveat,
     })
 }
 

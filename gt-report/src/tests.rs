@@ -511,3 +511,63 @@ fn verdict_on_the_contention_share_gives_the_count_beside_it() {
         "{text}"
     );
 }
+
+/// The seed-000 suite's `[verdict]` reads as the verdict of results written before suites
+/// declared it (suite::verdict rule 4); another suite's table changes what the verdict says
+/// without code: its companions, no observation, its caveat after the first sentence.
+#[test]
+fn the_verdict_words_come_from_the_suite() {
+    use crate::compare::fixtures::run;
+    let runs = |spec: Option<&crate::suite::VerdictSpec>| {
+        let mut v = Vec::new();
+        for (k, share, iops) in [
+            ("base", [90.0, 92.0, 91.0], 100.0),
+            ("fix", [0.0; 3], 120.0),
+        ] {
+            for (i, s) in share.into_iter().enumerate() {
+                let mut r = run(
+                    k,
+                    None,
+                    &[
+                        ("rr.qlock_contention_share_pct", s),
+                        ("rr.qlock_wait_count_per_kio", s / 2.0),
+                        ("rr.iops", iops + i as f64),
+                    ],
+                );
+                r.info.primary_metric = Some("rr.qlock_contention_share_pct".into());
+                r.info.verdict = spec.cloned();
+                v.push(r);
+            }
+        }
+        v
+    };
+    let text = |v: &[RunResult]| {
+        let c = crate::compare::compare(v, &[]).unwrap();
+        let verdict = crate::compare::verdict::verdict(&c, v).unwrap();
+        (verdict_words::verdict_text(&verdict, None), verdict)
+    };
+    let suite = crate::suite::Suite::load(&crate::suite::default_dir(), "seed000-scale").unwrap();
+    let declared = suite
+        .spec
+        .verdict
+        .expect("seed000-scale declares [verdict]");
+    let (legacy, _) = text(&runs(None));
+    let (from_suite, _) = text(&runs(Some(&declared)));
+    assert_eq!(from_suite, legacy);
+    assert!(legacy.contains("reads 0 here by construction"), "{legacy}");
+    let other = crate::suite::VerdictSpec {
+        companions: vec!["iops".into()],
+        observation: None,
+        caveat: Some("Another regression's caveat.".into()),
+    };
+    let (t, verdict) = text(&runs(Some(&other)));
+    assert!(t.contains(". Another regression's caveat."), "{t}");
+    assert!(!t.contains("by construction"), "{t}");
+    let companions: Vec<&str> = verdict
+        .rows
+        .iter()
+        .filter(|r| r.role == "companion")
+        .map(|r| r.metric.as_str())
+        .collect();
+    assert_eq!(companions, ["rr.iops"]);
+}

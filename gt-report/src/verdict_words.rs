@@ -73,6 +73,7 @@ pub fn verdict_text(v: &Verdict, seq: Option<&SequentialNote>) -> String {
     let fig = |f: LockFigure| v.rows.iter().find(|r| f.is(&r.metric));
     if let Some(d) = fig(LockFigure::DblockedPeak) {
         out.push_str(&blocked_text(
+            v.observation.as_deref(),
             d,
             fig(LockFigure::QlockBlockedPeak),
             v.rows
@@ -159,6 +160,7 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
         }
         _ if LockFigure::QlockContentionSharePct.is(&p.metric) => {
             out.push_str(&share_text(v, p, &n, word));
+            return out;
         }
         _ if LockFigure::QlockWaitCountPerKio.is(&p.metric) => out.push_str(&format!(
             "**The request irq threads wait for queue_lock {} times per 1,000 I/Os on {b}, \
@@ -189,6 +191,10 @@ fn primary_text(v: &Verdict, p: &VerdictRow) -> String {
             p_of(p)
         )),
     }
+    // The suite's caveat after the first sentence (share_text places its own).
+    if let (Some(c), Some(i)) = (&v.caveat, out.find(".\n\n")) {
+        out.insert_str(i + 1, &format!(" {c}"));
+    }
     out
 }
 
@@ -213,12 +219,10 @@ fn share_text(v: &Verdict, p: &VerdictRow, n: &str, word: &str) -> String {
                 fmt_num(c.other.mean)
             )
         });
+    let caveat = v.caveat.as_ref().map_or(String::new(), |c| format!(" {c}"));
     format!(
         "**{} % of the request irq threads' lock contentions are on queue_lock on {b}, {} % on \
-         {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}. A contention counts as queue_lock's \
-         when blk_mq_run_hw_queue took the lock, so any patch that takes it out of that function \
-         reads 0 here by construction: the share shows that a patch applied, not that it \
-         helps.{count}\n\n",
+         {o}** (`{}`: {b} {} -> {o} {}); {}; {n}{word}.{caveat}{count}\n\n",
         fmt_num(p.base.mean),
         fmt_num(p.other.mean),
         p.metric,
@@ -228,16 +232,19 @@ fn share_text(v: &Verdict, p: &VerdictRow, n: &str, word: &str) -> String {
     )
 }
 
-/// Request irq threads in D at once (peak, share of time at >= 4, on the queue_lock at once).
+/// Request irq threads in D at once (peak, share of time at >= 4, on the queue_lock at once),
+/// with the regression's own figure beside it when the suite quotes one.
 fn blocked_text(
+    observation: Option<&str>,
     d: &VerdictRow,
     q: Option<&VerdictRow>,
     ge4: Option<&VerdictRow>,
     b: &str,
     o: &str,
 ) -> String {
+    let observation = observation.map_or(String::new(), |x| format!(" ({x})"));
     format!(
-        "Request irq threads in D at the same moment (the seed: 6-8 of 8): peak median {} on {b} \
+        "Request irq threads in D at the same moment{observation}: peak median {} on {b} \
          (range {}-{}), {} on {o} (range {}-{}){}{}.\n\n",
         fmt_num(d.base.median),
         fmt_num(d.base.min),

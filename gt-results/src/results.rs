@@ -75,6 +75,9 @@ pub struct RunInfo {
     /// The suite's `[judgement]`, kept for the same reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judgement: Option<crate::suite::JudgementSpec>,
+    /// The suite's `[verdict]`, kept for the same reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::suite::VerdictSpec>,
     /// The kernel's memory-model check, made on the host when the run was planned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordering: Option<OrderingRecord>,

@@ -207,6 +207,9 @@ pub struct SuiteSpec {
     pub secondary_metric: Option<String>,
     /// How the verdict judges each kernel against the baseline (`suite::judgement`).
     pub judgement: Option<JudgementSpec>,
+    /// What the A/B verdict reports beside the primary metric (`suite::verdict`); required with
+    /// a `primary_metric`.
+    pub verdict: Option<VerdictSpec>,
     #[serde(default)]
     pub func_count: Vec<String>,
     #[serde(default)]
@@ -438,6 +441,11 @@ fn validate(s: &SuiteSpec) -> Result<(), String> {
     if let Some(j) = &s.judgement {
         j.validate()?;
     }
+    match (&s.primary_metric, &s.verdict) {
+        (Some(_), None) => return Err("a suite with a primary_metric declares a [verdict]".into()),
+        (_, Some(v)) => v.validate()?,
+        (None, None) => {}
+    }
     validate_commands(s)?;
     validate_guest(s)?;
     validate_variants(s)
@@ -573,8 +581,10 @@ fn validate_step(step: &str) -> Result<(), String> {
 
 mod cells;
 mod judgement;
+mod verdict;
 pub use cells::Grid;
 pub use judgement::JudgementSpec;
+pub use verdict::VerdictSpec;
 
 #[cfg(test)]
 mod tests;

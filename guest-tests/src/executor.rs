@@ -32,6 +32,7 @@ pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
         primary_metric: spec.suite.spec.primary_metric.clone(),
         secondary_metric: spec.suite.spec.secondary_metric.clone(),
         judgement: spec.suite.spec.judgement.clone(),
+        verdict: spec.suite.spec.verdict.clone(),
         ordering: spec.ordering.clone(),
     }
 }

@@ -222,7 +222,8 @@ fn check_kernels(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
     Ok((kernel_specs, kernels))
 }
 
-/// The suite's primary and secondary metrics, when named, are metrics the registry knows.
+/// The suite's primary and secondary metrics, its `[judgement]` metrics and its `[verdict]`
+/// companions, when named, are metrics the registry knows.
 fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
     let judged = suite.spec.judgement.iter().flat_map(|j| j.metrics());
     let named = [
@@ -240,6 +241,26 @@ fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
                     suite.name
                 ));
             }
+        }
+    }
+    // [verdict]'s companions, on the primary metric's step.
+    let step = suite
+        .spec
+        .primary_metric
+        .as_deref()
+        .and_then(|p| p.split_once('.'))
+        .map(|(step, _)| step);
+    let companions = suite.spec.verdict.iter().flat_map(|v| &v.companions);
+    for (step, c) in step
+        .into_iter()
+        .flat_map(|s| companions.clone().map(move |c| (s, c)))
+    {
+        let m = format!("{step}.{c}");
+        if crate::metrics::registry::find(&m).is_none() {
+            return Err(format!(
+                "suite '{}': [verdict] companion '{m}' is not a metric the registry knows",
+                suite.name
+            ));
         }
     }
     Ok(())
@@ -333,4 +354,27 @@ fn out_dir(out: Option<PathBuf>, suite_name: &str) -> Result<PathBuf, String> {
         return Err(format!("--out {} exists and is not empty", out.display()));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every committed suite loads, and names only metrics the registry knows.
+    #[test]
+    fn every_suite_names_known_metrics() {
+        let dir = crate::suite::default_dir();
+        let names = crate::suite::list(&dir).unwrap();
+        assert!(names.len() > 20, "{names:?}");
+        for name in names {
+            let suite = Suite::load(&dir, &name).unwrap();
+            check_suite_metrics(&suite).unwrap();
+        }
+        let mut bad = Suite::load(&dir, "seed000-scale").unwrap();
+        if let Some(v) = bad.spec.verdict.as_mut() {
+            v.companions.push("no_such_figure".into());
+        }
+        let e = check_suite_metrics(&bad).unwrap_err();
+        assert!(e.contains("scale-randread.no_such_figure"), "{e}");
+    }
 }
