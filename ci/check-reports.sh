@@ -136,6 +136,8 @@ same restart-35/goals.txt "$WORK/goals.txt" \
 # The reconnect experiment's table (reconnects.md, from its logs' RECONNECT-RESULT lines).
 same restart-35/reconnects.md "$ROOT/docs/results/restart-35/reconnects.md" \
     "$LAB" table reconnects "$ROOT/docs/results/restart-35" 7.2 10
+same scale128/reconnect-rt128/reconnects.md "$ROOT/docs/results/scale128/reconnect-rt128/reconnects.md" \
+    "$LAB" table reconnects "$ROOT/docs/results/scale128/reconnect-rt128" 7.2 10
 # The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
 # was not given comes from the table (position, seed, wall) and the candidates (the secret is the
 # one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).
