@@ -463,7 +463,7 @@ fn detector_resolves_super_and_folder_submodules() {
 fn upward_imports(crate_dir: &str) -> Vec<String> {
     let layers = rooms::layers(&rooms::entries(&rooms::architecture(), crate_dir));
     assert!(
-        layers.len() > 5,
+        layers.len() > 3,
         "{crate_dir}: too few rooms in ARCHITECTURE.md: {layers:?}"
     );
     let layer = |room: &str| {
