@@ -120,6 +120,14 @@ ab run7 12 "memw-bench null-blkio scsi10-bench null-bench"
 ab run8 20 "memw-bench scsi10-bench"
 ab run9 10 "scsi10-bench null-bench memw-bench"
 for r in a b; do ab "run10-busy-$r" 8 "scsi10-bench null-bench"; done
+# The 8-queue A/B of issue 46 (docs/results/scale128/README.md, "No loss at 8 queues").
+while read -r run rounds; do
+    same "scale128/$run/ab.md" "$ROOT/docs/results/scale128/$run/ab.md" \
+        "$LAB" table ab "$ROOT/docs/results/scale128/$run" --rounds "$rounds"
+done <<'EOF'
+ab-8q 6
+ab-8q-2 10
+EOF
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29
