@@ -164,8 +164,12 @@ fi
 step "every committed experiment rebuilds to the same report.md"
 ci/check-reports.sh
 step "initramfs reproducibility (two builds, same sha256)"
-n=$(cargo test -p gt-images --lib initramfs::tests::the_real_initramfs_is_bit_identical_across_builds \
-    -- --ignored --exact 2>&1 | tee /dev/stderr | sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p')
+# (Its output through a file: `tee /dev/stderr` would reopen, and so truncate, a CI log.)
+log=$(mktemp)
+cargo test -p gt-images --lib initramfs::tests::the_real_initramfs_is_bit_identical_across_builds \
+    -- --ignored --exact 2>&1 | tee "$log"
+n=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$log")
+rm -f "$log"
 [ "$n" = 1 ] || { echo "initramfs reproducibility: the test did not run" >&2; exit 1; }
 # Every fuzz target of vhost-blk/fuzz for 60 s from its seeds, two at a time (installs the
 # nightly toolchain and cargo-fuzz if missing); a crash, hang or leak fails the run.
