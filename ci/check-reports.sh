@@ -121,12 +121,15 @@ ab run8 20 "memw-bench scsi10-bench"
 ab run9 10 "scsi10-bench null-bench memw-bench"
 for r in a b; do ab "run10-busy-$r" 8 "scsi10-bench null-bench"; done
 # The 8-queue A/B of issue 46 (docs/results/scale128/README.md, "No loss at 8 queues").
-while read -r run rounds; do
+while read -r run rounds configs; do
     same "scale128/$run/ab.md" "$ROOT/docs/results/scale128/$run/ab.md" \
-        "$LAB" table ab "$ROOT/docs/results/scale128/$run" --rounds "$rounds"
+        "$LAB" table ab "$ROOT/docs/results/scale128/$run" --rounds "$rounds" ${configs:+--configs "$configs"}
 done <<'EOF'
 ab-8q 6
 ab-8q-2 10
+ab-8q-3 10
+ab-8q-4 10
+ab-8q-5 10 null-bench mem-bench null-blkio
 EOF
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).

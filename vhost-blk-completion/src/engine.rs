@@ -165,27 +165,32 @@ impl<T> VectorEngine<T> {
         }
     }
 
+    #[inline]
     pub fn vector(&self) -> u16 {
         self.vector
     }
 
     /// The settings after overrides and preset expansion.
+    #[inline]
     pub fn settings(&self) -> &VectorSettings {
         &self.settings
     }
 
     /// No service time, no interrupt latency, no coalescing, no tick: every `poll` right after a
     /// `submit` publishes and signals at once, and no timer is ever needed.
+    #[inline]
     pub fn is_passthrough(&self) -> bool {
         self.passthrough
     }
 
     /// Items submitted and not yet published.
+    #[inline]
     pub fn pending(&self) -> usize {
         self.in_order.len() + self.out_of_order.len()
     }
 
     /// Published completions not yet covered by an interrupt.
+    #[inline]
     pub fn unsignalled(&self) -> usize {
         self.batch.published.len()
     }

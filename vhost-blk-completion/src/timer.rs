@@ -23,6 +23,7 @@ pub enum TimerError {
 }
 
 /// Now on CLOCK_MONOTONIC, in nanoseconds.
+#[inline]
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -106,11 +107,13 @@ impl DeadlineTimer {
         })
     }
 
+    #[inline]
     pub fn spin_ns(&self) -> u64 {
         self.spin_ns
     }
 
     /// The deadline the timer is armed for, if any.
+    #[inline]
     pub fn armed_for(&self) -> Option<u64> {
         self.armed_for
     }
@@ -137,6 +140,7 @@ impl DeadlineTimer {
     }
 
     /// How far ahead of a deadline `wait_ns` from now the timer would wake (the spin it leaves).
+    #[inline]
     pub fn lead_ns(&self, wait_ns: u64) -> u64 {
         self.learner.lead_ns(wait_ns)
     }

@@ -77,12 +77,14 @@ impl WakeLearner {
     }
 
     /// How long before a deadline to wake, for a wait of `wait_ns` from now (rule 2).
+    #[inline]
     pub fn lead_ns(&self, wait_ns: u64) -> u64 {
         let learned = self.groups.get(group(wait_ns)).map_or(0, Group::learned);
         learned.max(self.base_ns).min(MAX_SPIN_NS).min(wait_ns)
     }
 
     /// A timer armed for a wait of `wait_ns` woke `late_ns` after the time it was set for.
+    #[inline]
     pub fn record(&mut self, wait_ns: u64, late_ns: u64) {
         if let Some(g) = self.groups.get_mut(group(wait_ns)) {
             g.record(late_ns);

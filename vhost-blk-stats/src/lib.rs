@@ -96,6 +96,7 @@ impl Hist {
     // `bound` is one of this module's constants, all >= 2: new_with_bounds fails only for a low
     // bound below 1 or a high bound below twice the low one, not on anything a guest sends.
     #[allow(clippy::expect_used)]
+    #[inline]
     pub fn prepare(&mut self) -> &mut Histogram<u64> {
         let bound = self.bound;
         self.hdr.get_or_insert_with(|| {
@@ -104,6 +105,7 @@ impl Hist {
     }
 
     /// Records `v` (values above the histogram's range count at its top for percentiles).
+    #[inline]
     pub fn record(&mut self, v: u64) {
         self.prepare().saturating_record(v);
         self.sum += u128::from(v);
@@ -111,6 +113,7 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
+    #[inline]
     pub fn count(&self) -> u64 {
         self.hdr.as_ref().map_or(0, Histogram::len)
     }
@@ -197,6 +200,7 @@ impl QueueStats {
 
     /// Allocates the histograms if they are not yet (a queue, at its first request); nothing
     /// the queue records allocates afterwards.
+    #[inline]
     pub fn prepare(&mut self) {
         for h in [
             &mut self.completions_per_irq,
@@ -211,6 +215,7 @@ impl QueueStats {
     /// A request of kind `kind` (an index into the names) arrived from the guest; its payload
     /// moved `read` bytes from storage and `written` bytes to it. Every request counted here
     /// must later complete (publish or discard).
+    #[inline]
     pub fn on_request(&mut self, kind: usize, read: u64, written: u64) {
         if let Some(n) = self.requests.get_mut(kind) {
             *n += 1;
@@ -222,6 +227,7 @@ impl QueueStats {
     }
 
     /// A completion was published.
+    #[inline]
     pub fn on_publish(&mut self, service_ns: u64) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.completions += 1;
@@ -229,6 +235,7 @@ impl QueueStats {
     }
 
     /// A pending request was dropped without completion (device reset).
+    #[inline]
     pub fn on_discard(&mut self) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.discarded += 1;
@@ -236,6 +243,7 @@ impl QueueStats {
 
     /// An interrupt at `now` covered completions published at `published`; `error_ns` is the
     /// signal time minus the target time.
+    #[inline]
     pub fn on_interrupt(&mut self, published: &[u64], now: u64, error_ns: i128) {
         self.interrupts += 1;
         self.completions_per_irq.record(published.len() as u64);
@@ -252,9 +260,11 @@ impl QueueStats {
     }
 
     /// Requests counted of kind `kind` (an index into the names).
+    #[inline]
     pub fn requests(&self, kind: usize) -> u64 {
         self.requests.get(kind).copied().unwrap_or(0)
     }
+    #[inline]
     pub fn in_flight(&self) -> u64 {
         self.in_flight
     }

@@ -94,6 +94,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 pub type IoBuf<'a> = VolatileSlice<'a, ()>;
 
 /// Checks that `offset..offset+len` lies inside `size` without overflowing.
+#[inline]
 pub fn check_range(offset: u64, len: u64, size: u64) -> Result<(), StorageError> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
@@ -102,6 +103,7 @@ pub fn check_range(offset: u64, len: u64, size: u64) -> Result<(), StorageError>
 }
 
 /// Total length of a set of buffers.
+#[inline]
 pub fn iov_len(bufs: &[IoBuf<'_>]) -> u64 {
     bufs.iter().map(|b| b.len() as u64).sum()
 }
