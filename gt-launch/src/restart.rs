@@ -138,7 +138,7 @@ pub fn memory_flat(kib: &[u64]) -> bool {
     *hi as f64 <= *lo as f64 * MEMORY_SPREAD
 }
 
-/// What tests/booted_restart.rs found in one run of a restart suite: its last line of output,
+/// What tests/booted/restart.rs found in one run of a restart suite: its last line of output,
 /// `RESTART-RESULT {json}` (experiments/restart-experiment.sh keeps it in each run's log;
 /// `lab table restart-goals` reads it back).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,7 +173,7 @@ pub struct RestartResult {
 /// The prefix of [`RestartResult`]'s line.
 pub const RESULT_PREFIX: &str = "RESTART-RESULT ";
 
-/// What tests/booted_reconnect.rs found for one personality: QEMU killed and started again
+/// What tests/booted/reconnect.rs found for one personality: QEMU killed and started again
 /// `connections` times against one backend (no backend restart). Its line of output,
 /// `RECONNECT-RESULT {json}`, is kept by experiments/reconnect-experiment.sh in
 /// `OUT/reconnect-qemuQ.log` and read back by `lab table reconnects`. The fields are
