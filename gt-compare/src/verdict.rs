@@ -40,7 +40,7 @@ pub const STARVED_FRACTION: f64 = 0.6;
 /// written from the suite), or for results written before suites declared it, the seed-000
 /// verdict this code held until then (suite::verdict rule 4): its companions, its observation
 /// and, when the primary is queue_lock's share of the contentions, its caveat.
-pub fn spec_of(runs: &[RunResult], primary: &str) -> VerdictSpec {
+pub fn verdict_spec_of(runs: &[RunResult], primary: &str) -> VerdictSpec {
     if let Some(v) = runs.iter().find_map(|r| r.info.verdict.as_ref()) {
         return v.clone();
     }
@@ -228,7 +228,7 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     for m in tput {
         rows.extend(verdict_row(c, "throughput", m, &other));
     }
-    let words = spec_of(runs, &primary);
+    let words = verdict_spec_of(runs, &primary);
     for suffix in &words.companions {
         rows.extend(verdict_row(
             c,
