@@ -10,7 +10,7 @@
 # A/B tables (`lab table ab`), experiments/syscalls-per-request.sh's tables (`table
 # syscalls`), the goal table of experiments/restart-experiment.sh (`lab table
 # restart-goals`), that of experiments/reconnect-experiment.sh (`lab table
-# reconnects`), and the bisection experiment's runs.tsv (`lab table bisect-run`, each
+# reconnects`), that of experiments/scale-cost.sh (`lab table scale-cost`), and the bisection experiment's runs.tsv (`lab table bisect-run`, each
 # run's bisect.json with the secret, position, name, seed and wall time the table itself
 # gives). Last, `guest-tests check storm` (what ci/tree-kernel-smoke.sh asserts of its storm
 # runs) must pass on a committed storm run and its detector's self-test, and fail with the two
@@ -144,6 +144,9 @@ same syscalls-s29/blkio "$S/blkio/syscalls-per-request.md" \
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
     "$LAB" table restart-goals "$ROOT/docs/results/restart-35" 50
+# The cost of scale (scale-cost.md, from the drill's COST-RESULT lines).
+same scale-cost/scale-cost.md "$ROOT/docs/results/scale-cost/scale-cost.md" \
+    "$LAB" table scale-cost "$ROOT/docs/results/scale-cost"
 # The reconnect experiment's table (reconnects.md, from its logs' RECONNECT-RESULT lines).
 same restart-35/reconnects.md "$ROOT/docs/results/restart-35/reconnects.md" \
     "$LAB" table reconnects "$ROOT/docs/results/restart-35" 7.2 10

@@ -104,9 +104,8 @@ step "tests"
 # lists them as ignored); they run next, on their own.
 cargo test --workspace
 step "booted-guest tests (guest-tests/tests/booted/, one guest at a time)"
-# Every booted test but `cost::` (an experiment: experiments/scale-cost.sh), with Debian's
-# prebuilt RT kernel, real QEMU and fio; then, as root, the real Slurm cluster test
-# (ci/slurm-cluster.sh: a 2-kernel x 2-repeat smoke matrix through `run --executor slurm`, and
+# Every booted test, with Debian's prebuilt RT kernel, real QEMU and fio; then, as root, the
+# real Slurm cluster test (ci/slurm-cluster.sh: a 2-kernel x 2-repeat smoke matrix through `run --executor slurm`, and
 # with VB_TREE_KERNEL_TEST=1 a bisection step through it). ignored_tests fails unless every test
 # it asked for ran and passed.
 booted=0
@@ -125,7 +124,7 @@ ignored_tests() { # PACKAGE TARGET [--skip FILTER]...: runs a target's ignored t
     fi
     booted=$((booted + ran))
 }
-ignored_tests guest-tests booted --skip cost::
+ignored_tests guest-tests booted
 if [ "$(id -u)" = 0 ]; then
     VB_SLURM_JUDGE=${VB_TREE_KERNEL_TEST:-1} ignored_tests guest-tests slurm_cluster
 else

@@ -4,7 +4,7 @@
 # `killwrite` step; after each, the image must hold every write acknowledged before a completed
 # flush (write cache off: every acknowledged write), byte for byte (docs/data-guarantees.md).
 #
-# Each boot is the booted test guest-tests/tests/booted/kill.rs on suite
+# Each boot is the kill drill (`lab drill kill`, guest_tests::drill::kill) on suite
 # kill-{backend,qemu,both}-{blk,scsi} and one of its variants (cache, direct, writethrough,
 # direct-writethrough) with its own seed (the kill's random point); a backend boot kills 10
 # times, a QEMU or both boot once. Every boot's `KILL-RESULT` line goes to OUT/kills.jsonl, its
@@ -28,8 +28,7 @@ base=${RUN_BASE:-$PWD/target/kill-experiment}
 lock=${LOCK:-/tmp/vb-cpu.lock}
 mkdir -p "$out/logs"
 case "$targets $devices" in *backend*scsi*) ci/fetch-qemu10.sh >/dev/null ;; esac
-flock "$lock" cargo build -q -p vhost-blk -p guest-tests
-flock "$lock" cargo test -q -p guest-tests --test booted --no-run
+flock "$lock" cargo build -q -p vhost-blk -p guest-tests -p lab
 failed=0
 started=$(date +%s)
 for target in $targets; do
@@ -48,15 +47,10 @@ for target in $targets; do
                 name="$target-$dev-$v-$i"
                 seed=$((1000 + i))
                 status=0
-                flock "$lock" env VB_QEMU=$qemu VB_KILL_SUITE="kill-$target-$dev" VB_KILL_VARIANT="$v" \
-                    VB_KILL_SEED=$seed VB_KILL_DIR="$base/$name" \
-                    cargo test -q -p guest-tests --test booted kill::blk_kill_both -- --exact --ignored --nocapture \
+                flock "$lock" target/debug/lab drill kill --suite "kill-$target-$dev" --variant "$v" \
+                    --seed "$seed" --dir "$base/$name" --qemu "$qemu" \
                     >"$out/logs/$name.log" 2>&1 || status=$?
                 line=$(grep '^KILL-RESULT ' "$out/logs/$name.log" | tail -n 1 || true)
-                if [ -z "$line" ]; then
-                    # A failed check prints no result line: judge the run directory directly.
-                    line=$(target/debug/guest-tests check kills "$base/$name" 2>/dev/null | tail -n 1 || true)
-                fi
                 echo "$name: exit $status ${line:0:160}"
                 [ "$status" = 0 ] || failed=$((failed + 1))
                 res=${line#KILL-RESULT }
@@ -83,7 +77,7 @@ for line in open(sys.argv[1]):
     if not res:
         t["nores"] += 1
         continue
-    # a QEMU kill is one per boot (booted/kill.rs counted the backend's records before 2026-12-06)
+    # a QEMU kill is one per boot (the drill counted the backend's records before 2026-12-06)
     t["kills"] += 1 if r["target"] == "qemu" else res.get("kills", 1)
     t["acked"] += res["writes_acked"]
     t["covered"] += res["covered_writes"]

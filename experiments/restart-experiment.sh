@@ -2,9 +2,9 @@
 # Backend restarts, the goals of issues 15 and 35: 10 backend kills in a row during fio crc32c
 # verify on 8 queues, each kill once the backend's statistics show requests taken and not
 # completed (requests held 2 ms before their used entry is written, interrupts 1 ms more), for
-# each MODE (device:qemu), RUNS times. Each run is the booted test
-# guest-tests/tests/booted/restart.rs on suite restart-verify-10 (blk) or restart-verify-scsi-10
-# (SCSI) with VB_RESTART_MIN_RESUBMITTED=50; then `lab table restart-goals` prints the goal
+# each MODE (device:qemu), RUNS times. Each run is the restart drill (`lab drill restart`,
+# guest_tests::drill::restart) on suite restart-verify-10 (blk) or restart-verify-scsi-10
+# (SCSI) with --min-resubmitted 50; then `lab table restart-goals` prints the goal
 # table (per run: kills, chains resubmitted, fio errors, verify, dmesg, fds and RSS of every
 # backend instance, first and last) and whether each goal was met.
 #
@@ -23,15 +23,15 @@ out=${OUT:-docs/results/restart-35}
 min=${MIN_RESUBMITTED:-50}
 mkdir -p "$out"
 case "$modes" in *:10*) ci/fetch-qemu10.sh >/dev/null ;; esac
-cargo build -p vhost-blk -p guest-tests
-cargo test -p guest-tests --test booted --no-run
+cargo build -p vhost-blk -p lab
+backend=${VB_BACKEND_BIN:-$PWD/target/debug/vhost-blk}
 failed=0
 for mode in $modes; do
     dev=${mode%%:*}
     qemu=${mode##*:}
     case "$dev" in
-        blk) suite=restart-verify-10 test=blk_restarts ;;
-        scsi) suite=restart-verify-scsi-10 test=scsi_restarts ;;
+        blk) suite=restart-verify-10 ;;
+        scsi) suite=restart-verify-scsi-10 ;;
         *) echo "restart-experiment: unknown device in MODES: $mode" >&2; exit 2 ;;
     esac
     if [ "${SCALE:-}" = 128 ]; then
@@ -42,9 +42,8 @@ for mode in $modes; do
         dir="${RUN_BASE:-$PWD/target/restart-experiment}/$name"
         start=$(date +%s)
         status=0
-        VB_QEMU=$qemu VB_RESTART_SUITE=$suite VB_RESTART_DIR="$dir" VB_RESTART_MIN_RESUBMITTED=$min \
-            cargo test -q -p guest-tests --test booted "restart::$test" -- --exact --ignored --nocapture \
-            >"$out/$name.log" 2>&1 || status=$?
+        target/debug/lab drill restart --suite "$suite" --dir "$dir" --min-resubmitted "$min" \
+            --qemu "$qemu" --backend "$backend" >"$out/$name.log" 2>&1 || status=$?
         wall=$(($(date +%s) - start))
         echo "$name: $wall s wall, exit $status" | tee -a "$out/$name.log"
         [ "$status" = 0 ] || failed=$((failed + 1))

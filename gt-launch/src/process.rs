@@ -74,6 +74,20 @@ impl Guarded {
         }
     }
 
+    /// SIGKILL now (no grace: a crash as a drill makes it) and reap. Returns the exit status.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        if let Some(st) = self.try_wait() {
+            return Some(st);
+        }
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            if let Ok(st) = c.wait() {
+                self.status = Some(st);
+            }
+        }
+        self.status
+    }
+
     /// SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         if let Some(st) = self.try_wait() {

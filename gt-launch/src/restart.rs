@@ -446,16 +446,33 @@ impl Restarter {
                 rec.resubmitted_other = Some(other);
             }
         }
-        let p = self.run_dir.join("restarts.json");
+        let p = records_file(&self.run_dir);
         match serde_json::to_string_pretty(&self.records) {
             Ok(t) => {
                 if let Err(e) = std::fs::write(&p, t + "\n") {
                     tracing::warn!("{}: {e}", p.display());
                 }
             }
-            Err(e) => tracing::warn!("restarts.json: {e}"),
+            Err(e) => tracing::warn!("{RECORDS_FILE}: {e}"),
         }
     }
+}
+
+/// The file of a run's [`RestartRecord`]s, in its run directory.
+pub const RECORDS_FILE: &str = "restarts.json";
+
+/// `run_dir`'s [`RECORDS_FILE`].
+pub fn records_file(run_dir: &Path) -> PathBuf {
+    run_dir.join(RECORDS_FILE)
+}
+
+/// The [`RestartRecord`]s `run_dir` holds; none when there is no such file or it does not
+/// parse (a run that ended before [`Restarter::finish`]).
+pub fn read_records(run_dir: &Path) -> Vec<RestartRecord> {
+    std::fs::read_to_string(records_file(run_dir))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -223,42 +223,20 @@ mod tests {
             boot_trace_events: true,
             inputs: Vec::new(),
         };
-        let spec = RunSpec {
-            run_id: "fake".into(),
-            run_dir: dir.join("run"),
-            kernel,
+        let settings = crate::launch::settings::BootSettings {
             suite: suite.clone(),
-            variant: None,
-            seed: 3,
-            accel: Accel::Tcg,
-            bios: suite.spec.bios,
-            timeout: Duration::from_secs(30),
-            backend_bin: None,
-            qemu_bin: qemu_bin.clone(),
-            pair: None,
-            pin_vcpus: false,
-            host_sched: Default::default(),
-            pin_slot: None,
-            ordering: None,
-        };
-        let rerun = RerunInfo {
-            kernel: "fake".into(),
-            kernel_spec: None,
-            suite: suite.name.clone(),
-            suites_dir: suite.dir.clone(),
-            variant: None,
-            repeat: 0,
-            seed: 3,
             accel: crate::launch::accel::AccelChoice::Tcg,
+            timeout: Duration::from_secs(30),
             bios: suite.spec.bios,
-            timeout_secs: 30,
             backend_bin: None,
             qemu_bin,
-            extra_backend_args: Vec::new(),
+            seed: 3,
             pin_vcpus: false,
             host_sched: Default::default(),
-            pin_slot: None,
+            progress: false,
         };
+        let spec = settings.run_spec("fake".into(), &dir.join("run"), kernel, Accel::Tcg, 3);
+        let rerun = settings.rerun_info("fake".into(), None, 3);
         (spec, rerun)
     }
 

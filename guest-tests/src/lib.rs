@@ -37,5 +37,6 @@ pub use gt_suite::paths;
 pub mod batch;
 pub mod bisect;
 pub mod cli;
+pub mod drill;
 pub mod executor;
 pub mod matrix;

@@ -1,5 +1,5 @@
 //! `lab table kernel-lines LINE...`, `table restart-goals OUT [MIN]`, `table reconnects OUT
-//! QEMU...` and `table bisect-run BISECT_JSON ...`: the tables the harness's experiments'
+//! QEMU...`, `table scale-cost OUT` and `table bisect-run BISECT_JSON ...`: the tables the harness's experiments'
 //! READMEs hold, computed from committed results ([`crate::kernel_lines`],
 //! [`crate::restart_goals`], [`crate::reconnects`], [`crate::bisect_run`]), in the text the
 //! Python scripts they replace printed.
@@ -50,6 +50,9 @@ pub enum TableCmd {
         #[arg(required = true, value_name = "QEMU")]
         qemus: Vec<String>,
     },
+    /// The table of experiments/scale-cost.sh (docs/results/scale-cost/scale-cost.md): the
+    /// medians per cell of the COST-RESULT lines of OUT/scale-cost.log.
+    ScaleCost { out: PathBuf },
     /// One line of experiments/exp-bisect.sh's runs.tsv (docs/results/bisect/runs.tsv): a
     /// bisection's bisect.json checked against the secret first bad commit.
     BisectRun {
@@ -101,6 +104,7 @@ pub fn table_cmd(t: TableCmd) -> ExitCode {
                 Err(e) => fail(e, 1),
             }
         }
+        TableCmd::ScaleCost { out } => scale_cost_cmd(&out),
         TableCmd::BisectRun {
             bisect_json,
             secret,
@@ -120,6 +124,42 @@ pub fn table_cmd(t: TableCmd) -> ExitCode {
             bisect_run_cmd(&bisect_json, &facts, header)
         }
     }
+}
+
+fn scale_cost_cmd(out: &Path) -> ExitCode {
+    use guest_tests::drill::cost;
+    let log = out.join("scale-cost.log");
+    let Ok(text) = std::fs::read_to_string(&log) else {
+        return fail(format!("{}: no such file", log.display()), 2);
+    };
+    let lines = match cost::read_lines(&text) {
+        Ok(l) if !l.is_empty() => l,
+        Ok(_) => return fail(format!("{}: no COST-RESULT line", log.display()), 1),
+        Err(e) => return fail(format!("{}: {e}", log.display()), 1),
+    };
+    // The cells in the order of their first boot; the boots per cell, as each cell had them.
+    let mut queues: Vec<u32> = Vec::new();
+    for l in &lines {
+        if !queues.contains(&l.cost.queues) {
+            queues.push(l.cost.queues);
+        }
+    }
+    let repeat = lines.len() / queues.len();
+    if queues
+        .iter()
+        .any(|q| lines.iter().filter(|l| l.cost.queues == *q).count() != repeat)
+    {
+        return fail(
+            format!(
+                "{}: the cells have different numbers of boots",
+                log.display()
+            ),
+            1,
+        );
+    }
+    let kernel = &lines[0].kernel;
+    print!("{}", cost::table(kernel, repeat, &queues, &lines));
+    ExitCode::SUCCESS
 }
 
 fn bisect_run_cmd(path: &Path, facts: &RunFacts, header: bool) -> ExitCode {

@@ -4,11 +4,13 @@
 //!
 //! `lab table latency|profile|cyclictest|ab|syscalls|callgrind ...`: the backend benchmarks'
 //! tables ([`table`]); `lab table kernel-lines|restart-goals|reconnects|bisect-run ...`: the
-//! harness experiments' tables ([`harness`]).
+//! harness experiments' tables ([`harness`]). `lab drill kill|restart|reconnect|cost ...`: the
+//! booted drills the experiment scripts run ([`drill`]).
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
 mod bisect_run;
+mod drill;
 mod harness;
 mod kernel_lines;
 mod reconnects;
@@ -18,5 +20,10 @@ mod table;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    table::main(std::env::args_os().skip(1))
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "drill") {
+        drill::main(argv)
+    } else {
+        table::main(argv)
+    }
 }

@@ -7,13 +7,13 @@
 //! 2. No test skips itself: a missing image, QEMU or tool is a failure.
 //! 3. One guest at a time ([`common::one_guest_at_a_time`]): two TCG guests on a small host
 //!    would distort each other's timings.
-//! 4. `cost` is an experiment (experiments/scale-cost.sh), not a check: ci/test.sh skips it by
-//!    name.
+//! 4. A drill that experiments also run (kill, restart, reconnect) lives in
+//!    `guest_tests::drill`; a test here runs it and asserts that its checks held. Experiments
+//!    run the drills through `lab drill`, never through these tests.
 
 mod common;
 
 mod agent;
-mod cost;
 mod devices;
 mod kill;
 mod reconnect;

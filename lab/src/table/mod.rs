@@ -89,7 +89,7 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 
 /// A clap error as one line: its message without the `error: ` prefix, the lines that name
 /// what is wrong joined, usage and hints left out.
-fn one_line(e: &clap::Error) -> String {
+pub(crate) fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         return "which table: latency, profile, cyclictest, ab, syscalls or callgrind (see --help)"
             .into();
