@@ -31,18 +31,28 @@ case "$targets $devices" in *backend*scsi*) ci/fetch-qemu10.sh >/dev/null ;; esa
 flock "$lock" cargo build -q -p vhost-blk -p guest-tests -p lab
 failed=0
 started=$(date +%s)
+# Round-robin over the modes (boot i of every mode before boot i+1 of any), so that a run cut
+# short by MAX_SECONDS covers every mode about equally.
+boots_of() { # TARGET: boots per mode (a backend boot kills 10 times, the others once)
+    local per_boot=1
+    [ "$1" = backend ] && per_boot=10
+    echo $(((kills + per_boot - 1) / per_boot))
+}
+most=0
 for target in $targets; do
-    per_boot=1
-    [ "$target" = backend ] && per_boot=10
-    boots=$(((kills + per_boot - 1) / per_boot))
-    for dev in $devices; do
-        qemu=7.2
-        [ "$target-$dev" = backend-scsi ] && qemu=10
-        for v in $variants; do
-            for i in $(seq 1 "$boots"); do
+    b=$(boots_of "$target")
+    [ "$b" -gt "$most" ] && most=$b
+done
+for i in $(seq 1 "$most"); do
+    for target in $targets; do
+        [ "$i" -le "$(boots_of "$target")" ] || continue
+        for dev in $devices; do
+            qemu=7.2
+            [ "$target-$dev" = backend-scsi ] && qemu=10
+            for v in $variants; do
                 if [ -n "${MAX_SECONDS:-}" ] && [ $(($(date +%s) - started)) -ge "$MAX_SECONDS" ]; then
                     echo "kill-experiment: MAX_SECONDS reached, no further boot"
-                    break 3
+                    break 4
                 fi
                 name="$target-$dev-$v-$i"
                 seed=$((1000 + i))
