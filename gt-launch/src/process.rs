@@ -103,13 +103,7 @@ impl Guarded {
         if let Some(st) = self.wait_for(grace) {
             return Some(st);
         }
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            if let Ok(st) = c.wait() {
-                self.status = Some(st);
-            }
-        }
-        self.status
+        self.kill()
     }
 }
 

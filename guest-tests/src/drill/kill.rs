@@ -16,7 +16,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{check, console_tail, load_suite, Boot, DrillError, Rig, EARLY_CRASH_RETRIES};
+use super::{
+    check, console_tail, load_suite, restarts_of, Boot, DrillError, Rig, EARLY_CRASH_RETRIES,
+};
 use crate::matrix;
 use crate::results::kills::{self, KillReport};
 use crate::suite::KillTarget;
@@ -51,11 +53,7 @@ pub const KILL_PREFIX: &str = "KILL-RESULT ";
 /// Runs `d` on `rig` (module docs).
 pub fn run(rig: &Rig, d: &KillDrill) -> Result<KillOutcome, DrillError> {
     let s = load_suite(&d.suite)?;
-    let plan = s
-        .spec
-        .restarts
-        .clone()
-        .ok_or_else(|| DrillError::Suite(d.suite.clone(), "no [restarts]".into()))?;
+    let plan = restarts_of(&s)?;
     let _ = std::fs::remove_dir_all(&d.dir);
     let boot = Boot {
         dir: &d.dir,

@@ -30,7 +30,7 @@ use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun_file::RerunInfo;
 use crate::launch::settings::BootSettings;
 use crate::launch::{qemus, RunSpec, StreamWatch};
-use crate::suite::{self, Suite};
+use crate::suite::{self, RestartSettings, Suite};
 
 /// Boots again after a guest that never reached its agent or died of the int3 Oops Debian's
 /// kernel sometimes meets under MTTCG (a static key patched while another vCPU runs the site);
@@ -167,6 +167,14 @@ pub struct Boot<'a> {
 pub fn load_suite(name: &str) -> Result<Suite, DrillError> {
     Suite::load(&suite::default_dir(), name)
         .map_err(|e| DrillError::Suite(name.into(), e.to_string()))
+}
+
+/// The `[restarts]` plan of suite `s` (the kill and restart drills need one).
+pub fn restarts_of(s: &Suite) -> Result<RestartSettings, DrillError> {
+    s.spec
+        .restarts
+        .clone()
+        .ok_or_else(|| DrillError::Suite(s.name.clone(), "no [restarts]".into()))
 }
 
 /// `dir` emptied and created.

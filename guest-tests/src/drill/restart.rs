@@ -17,7 +17,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{check, console_tail, load_suite, Boot, DrillError, Rig, EARLY_CRASH_RETRIES};
+use super::{
+    check, console_tail, load_suite, restarts_of, Boot, DrillError, Rig, EARLY_CRASH_RETRIES,
+};
 use crate::launch::restart::{memory_flat, RestartRecord, RestartResult, FDS_SPREAD};
 use crate::matrix;
 use crate::results::RunResult;
@@ -77,12 +79,7 @@ fn spread(v: &[u64]) -> (u64, u64) {
 /// Runs `d` on `rig` (module docs).
 pub fn run(rig: &Rig, d: &RestartDrill) -> Result<RestartOutcome, DrillError> {
     let s = load_suite(&d.suite)?;
-    let kills = s
-        .spec
-        .restarts
-        .as_ref()
-        .ok_or_else(|| DrillError::Suite(d.suite.clone(), "no [restarts]".into()))?
-        .kills as usize;
+    let kills = restarts_of(&s)?.kills as usize;
     let _ = std::fs::remove_dir_all(&d.dir);
     let boot = Boot {
         dir: &d.dir,
