@@ -14,7 +14,8 @@
 # Each boot takes the shared CPU lock itself (about 30-90 s of TCG each). Environment: TARGETS
 # ("backend qemu both"), DEVICES ("blk scsi"), VARIANTS ("cache direct writethrough
 # direct-writethrough"), KILLS (20 per mode and target), OUT (docs/results/data-guarantees/kills),
-# RUN_BASE (target/kill-experiment), MAX_SECONDS (start no boot after this many seconds: a
+# RUN_BASE (target/kill-experiment), FIRST (1: the first boot number, to continue a cut run into
+# the same OUT; each boot's seed is 1000 + its number), MAX_SECONDS (start no boot after this many seconds: a
 # partial run whose table covers the boots done). SCSI backend kills run on QEMU 10
 # (ci/fetch-qemu10.sh), everything else on the system's QEMU 7.2.
 set -euo pipefail
@@ -43,7 +44,7 @@ for target in $targets; do
     b=$(boots_of "$target")
     [ "$b" -gt "$most" ] && most=$b
 done
-for i in $(seq 1 "$most"); do
+for i in $(seq "${FIRST:-1}" "$most"); do
     for target in $targets; do
         [ "$i" -le "$(boots_of "$target")" ] || continue
         for dev in $devices; do
