@@ -245,7 +245,8 @@ pub struct ProcUse {
 }
 
 impl ProcUse {
-    /// `pid`'s now (zeros for what cannot be read).
+    /// `pid`'s now, through procfs as `launch::restart` reads it (zeros for what cannot be
+    /// read).
     pub fn read(pid: u32) -> ProcUse {
         let p = i32::try_from(pid)
             .ok()
@@ -253,16 +254,11 @@ impl ProcUse {
         let Some(p) = p else {
             return ProcUse::default();
         };
-        let rss_kib = p.status().ok().and_then(|s| s.vmrss).unwrap_or(0);
-        let count = |what: &str| {
-            std::fs::read_dir(format!("/proc/{pid}/{what}"))
-                .map(|d| d.count())
-                .unwrap_or(0)
-        };
+        let status = p.status().ok();
         ProcUse {
-            rss_kib,
-            threads: count("task"),
-            fds: count("fd"),
+            rss_kib: status.as_ref().and_then(|s| s.vmrss).unwrap_or(0),
+            threads: status.map_or(0, |s| s.threads as usize),
+            fds: p.fd_count().unwrap_or(0),
         }
     }
 
