@@ -120,7 +120,7 @@ fn cpu_sampler(qpid: Option<u32>, bpid: Option<u32>) -> impl Fn(&str, f64) -> Cp
 /// The time slice QEMU's threads had on the host ([`sched::slice_ms`]).
 fn host_slice_ms(spec: &RunSpec, timings: &HostTimes) -> f64 {
     sched::slice_ms(
-        spec.host_sched,
+        spec.host.host_sched,
         timings.threads_short_slice,
         timings.rr_timeslice_ms,
         cpu::allowed_cpus().len(),
@@ -131,11 +131,11 @@ fn host_slice_ms(spec: &RunSpec, timings: &HostTimes) -> f64 {
 /// to pin (0: none).
 fn placement_plan(spec: &RunSpec, timings: &mut HostTimes) -> (placement::Placement, usize) {
     let placement = spec.placement();
-    if spec.pin_vcpus {
+    if spec.host.pin_vcpus {
         tracing::debug!(placement = %placement.describe());
         timings.placement = Some(placement.clone());
     }
-    let want_pinned = if spec.pin_vcpus {
+    let want_pinned = if spec.host.pin_vcpus {
         spec.suite.spec.smp() as usize
     } else {
         0
@@ -179,18 +179,18 @@ fn tune_host(
     }
     // A dedicated placement moves everything else off the vCPUs' cores (placement rule
     // 2), while the processes still create threads: every 8th poll of the first 30 s.
-    if spec.pin_vcpus && polls % 8 == 0 && t0.elapsed() < Duration::from_secs(30) {
+    if spec.host.pin_vcpus && polls % 8 == 0 && t0.elapsed() < Duration::from_secs(30) {
         for p in [qpid, bpid].into_iter().flatten() {
             placement::apply_others(p, placement);
         }
     }
     // Real-time policies while the processes still create threads (sched, rule 3): every
     // 8th poll of the first 30 s.
-    if spec.host_sched != sched::HostSched::Normal
+    if spec.host.host_sched != sched::HostSched::Normal
         && polls % 8 == 0
         && t0.elapsed() < Duration::from_secs(30)
     {
-        if spec.host_sched == sched::HostSched::Realtime {
+        if spec.host.host_sched == sched::HostSched::Realtime {
             if let Some(p) = bpid {
                 sched::backend_realtime(p);
             }
@@ -201,7 +201,7 @@ fn tune_host(
         } else {
             // Nice (rule 5) for `nice` and `short`, first, so that a kernel without custom
             // slices still gets it; then the slice (rule 6).
-            let short = spec.host_sched == sched::HostSched::Short;
+            let short = spec.host.host_sched == sched::HostSched::Short;
             if let Some(p) = bpid {
                 sched::renice(p);
                 if short {

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use crate::images::job::sh_join;
 use crate::images::KernelImage;
-use crate::suite::{BackendKind, Bios, Storage, Suite};
+use crate::suite::{BackendKind, Storage, Suite};
 use drive::drive_qemu;
 use process::Guarded;
 use qemu::Accel;
@@ -77,21 +77,16 @@ pub struct RunSpec {
     pub variant: Option<String>,
     pub seed: u64,
     pub accel: Accel,
-    pub bios: Bios,
     pub timeout: Duration,
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
+    /// Firmware, binaries, vCPU pinning and host scheduling (flattened: one level of JSON).
+    #[serde(flatten)]
+    pub host: settings::HostSetup,
     /// Paired design: the repeat whose kernels boot at the same time.
     pub pair: Option<u32>,
-    /// Pin vCPU thread k to host CPU k mod n (the same placement in every boot).
-    pub pin_vcpus: bool,
-    /// With `pin_vcpus`: pin every vCPU thread of this guest to host CPU `slot mod n` instead
+    /// With `host.pin_vcpus`: pin every vCPU thread of this guest to host CPU `slot mod n` instead
     /// (paired design, `--vcpu-placement split`: the guests of a pair on different CPUs).
     #[serde(default)]
     pub pin_slot: Option<u32>,
-    /// Real-time host scheduling of QEMU and the backend (`sched`, rule 2).
-    #[serde(default)]
-    pub host_sched: sched::HostSched,
     /// The kernel's memory-model check, made when the run was planned (results.json keeps it).
     #[serde(default)]
     pub ordering: Option<crate::ordering::OrderingRecord>,
@@ -293,7 +288,7 @@ pub fn run(
     prepare(spec)?;
     let suite = &spec.suite;
     let variant = variant(spec)?;
-    let qemu_version = qemu::version(&spec.qemu_bin).map_err(LaunchError::Qemu)?;
+    let qemu_version = qemu::version(&spec.host.qemu_bin).map_err(LaunchError::Qemu)?;
     let min = suite.spec.min_qemu.as_deref();
     qemus::check_min(&suite.name, min, &qemu_version).map_err(LaunchError::Config)?;
     let disks = create_disk_images(suite, dir)?;
@@ -362,7 +357,7 @@ fn run_with_socket(
     let bargv = backend::argv(
         suite,
         variant,
-        spec.backend_bin.as_deref(),
+        spec.host.backend_bin.as_deref(),
         socket,
         dir,
         spec.seed,
@@ -372,9 +367,9 @@ fn run_with_socket(
         .and_then(|v| v.builtin_latency_ns)
         .unwrap_or(suite.spec.builtin.latency_ns);
     let qargv = qemu::argv(&qemu::QemuParams {
-        qemu_bin: &spec.qemu_bin,
+        qemu_bin: &spec.host.qemu_bin,
         accel: spec.accel,
-        bios: spec.bios,
+        bios: spec.host.bios,
         suite,
         builtin_latency_ns: latency,
         socket: bargv.as_ref().map(|_| socket),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::accel::AccelChoice;
-use crate::suite::Bios;
+use super::settings::HostSetup;
 
 /// File name inside a run directory, next to results.json.
 pub const RERUN_FILE: &str = "rerun.json";
@@ -25,19 +25,14 @@ pub struct RerunInfo {
     pub repeat: u32,
     pub seed: u64,
     pub accel: AccelChoice,
-    pub bios: Bios,
     pub timeout_secs: u64,
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
+    /// Its fields at this level of the JSON (`bios`, `backend_bin`, `qemu_bin`, `pin_vcpus`,
+    /// `host_sched`), as before it was one struct.
+    #[serde(flatten)]
+    pub host: HostSetup,
     /// Appended to the suite's backend arguments (`run --backend-threads`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_backend_args: Vec<String>,
-    /// `run --pin-vcpus`.
-    #[serde(default)]
-    pub pin_vcpus: bool,
-    /// `run --host-sched`.
-    #[serde(default)]
-    pub host_sched: super::sched::HostSched,
     /// `run --vcpu-placement split`: this guest's slot in its pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin_slot: Option<u32>,
@@ -65,6 +60,7 @@ impl RerunInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::Bios;
 
     #[test]
     fn round_trips_beside_results_json() {
@@ -78,13 +74,15 @@ mod tests {
             repeat: 2,
             seed: 7,
             accel: AccelChoice::Auto,
-            bios: Bios::Seabios,
             timeout_secs: 60,
-            backend_bin: None,
-            qemu_bin: "qemu-system-x86_64".into(),
+            host: HostSetup {
+                bios: Bios::Seabios,
+                backend_bin: None,
+                qemu_bin: "qemu-system-x86_64".into(),
+                pin_vcpus: false,
+                host_sched: Default::default(),
+            },
             extra_backend_args: Vec::new(),
-            pin_vcpus: false,
-            host_sched: Default::default(),
             pin_slot: None,
         };
         r.write(d.path()).unwrap();
@@ -95,5 +93,29 @@ mod tests {
         assert_eq!(RerunInfo::read_beside(d.path()).unwrap(), r);
         std::fs::write(d.path().join(RERUN_FILE), "{\"kernel\": 1}").unwrap();
         assert!(RerunInfo::read_beside(d.path()).is_err());
+    }
+
+    /// A rerun.json as written before the host setup was one struct (every field at the top
+    /// level, no `pin_vcpus` or `host_sched`) still reads, and an unknown field is still refused.
+    #[test]
+    fn reads_the_flat_schema_and_refuses_unknown_fields() {
+        let flat = r#"{"kernel": "rt", "suite": "smoke", "suites_dir": "/s", "variant": null,
+            "repeat": 0, "seed": 1, "accel": "tcg", "bios": "qboot", "timeout_secs": 600,
+            "backend_bin": null, "qemu_bin": "/usr/bin/qemu-system-x86_64"}"#;
+        let r: RerunInfo = serde_json::from_str(flat).unwrap();
+        assert_eq!(r.host.bios, Bios::Qboot);
+        assert_eq!(
+            r.host.qemu_bin,
+            PathBuf::from("/usr/bin/qemu-system-x86_64")
+        );
+        assert!(!r.host.pin_vcpus);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            text.contains(r#""qemu_bin":"/usr/bin/qemu-system-x86_64""#),
+            "{text}"
+        );
+        let unknown = flat.replace(r#""seed": 1"#, r#""seed": 1, "sede": 2"#);
+        let e = serde_json::from_str::<RerunInfo>(&unknown).unwrap_err();
+        assert!(e.to_string().contains("sede"), "{e}");
     }
 }

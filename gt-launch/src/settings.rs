@@ -8,6 +8,9 @@
 //! 3. Each boot's [`RunSpec`] starts from [`BootSettings::run_spec`] and its `rerun.json` from
 //!    [`BootSettings::rerun_info`]; a caller sets only what is its own (a matrix: the variant,
 //!    the repeat, the pair, the pin slot, extra backend arguments).
+//! 4. What the host runs a boot with ([`HostSetup`]: firmware, binaries, vCPU pinning, host
+//!    scheduling) is one struct, held by `BootSettings` and by both per-boot records (`RunSpec`
+//!    and `RerunInfo` flatten it, so their JSON keeps one level).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +22,22 @@ use super::sched::HostSched;
 use super::RunSpec;
 use crate::images::KernelImage;
 use crate::suite::{Bios, Suite};
+use serde::{Deserialize, Serialize};
+
+/// What the host runs a boot with: the same in every boot of a command, and recorded with each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostSetup {
+    pub bios: Bios,
+    /// vhost-blk binary (None: next to this executable).
+    pub backend_bin: Option<PathBuf>,
+    pub qemu_bin: PathBuf,
+    /// Pin vCPU thread k to host CPU k mod n in every boot (`run --vcpu-placement`).
+    #[serde(default)]
+    pub pin_vcpus: bool,
+    /// Real-time host scheduling of QEMU and the backend (`launch::sched`, `run --host-sched`).
+    #[serde(default)]
+    pub host_sched: HostSched,
+}
 
 /// The settings every boot of one command shares.
 #[derive(Debug, Clone)]
@@ -28,16 +47,9 @@ pub struct BootSettings {
     pub accel: AccelChoice,
     /// Hard timeout of one boot.
     pub timeout: Duration,
-    pub bios: Bios,
-    /// vhost-blk binary (None: next to this executable).
-    pub backend_bin: Option<PathBuf>,
-    pub qemu_bin: PathBuf,
+    pub host: HostSetup,
     /// Base seed; a repeat or a step adds its number.
     pub seed: u64,
-    /// Pin vCPU thread k to host CPU k mod n in every boot.
-    pub pin_vcpus: bool,
-    /// Real-time host scheduling of QEMU and the backend (`launch::sched`).
-    pub host_sched: HostSched,
     /// A progress bar (false: one line per finished boot).
     pub progress: bool,
 }
@@ -61,14 +73,10 @@ impl BootSettings {
             variant: None,
             seed,
             accel,
-            bios: self.bios,
             timeout: self.timeout,
-            backend_bin: self.backend_bin.clone(),
-            qemu_bin: self.qemu_bin.clone(),
+            host: self.host.clone(),
             pair: None,
-            pin_vcpus: self.pin_vcpus,
             pin_slot: None,
-            host_sched: self.host_sched,
             ordering: None,
         }
     }
@@ -85,13 +93,9 @@ impl BootSettings {
             repeat: 0,
             seed,
             accel: self.accel,
-            bios: self.bios,
             timeout_secs: self.timeout.as_secs(),
-            backend_bin: self.backend_bin.clone(),
-            qemu_bin: self.qemu_bin.clone(),
+            host: self.host.clone(),
             extra_backend_args: Vec::new(),
-            pin_vcpus: self.pin_vcpus,
-            host_sched: self.host_sched,
             pin_slot: None,
         }
     }

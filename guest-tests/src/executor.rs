@@ -227,12 +227,14 @@ mod tests {
             suite: suite.clone(),
             accel: crate::launch::accel::AccelChoice::Tcg,
             timeout: Duration::from_secs(30),
-            bios: suite.spec.bios,
-            backend_bin: None,
-            qemu_bin,
+            host: crate::launch::settings::HostSetup {
+                bios: suite.spec.bios,
+                backend_bin: None,
+                qemu_bin,
+                pin_vcpus: false,
+                host_sched: Default::default(),
+            },
             seed: 3,
-            pin_vcpus: false,
-            host_sched: Default::default(),
             progress: false,
         };
         let spec = settings.run_spec("fake".into(), &dir.join("run"), kernel, Accel::Tcg, 3);

@@ -204,7 +204,7 @@ pub struct Prepared {
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
 pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let kernels = ensure_kernels(&cfg.kernel_specs, &cfg.images)?;
-    let accel = resolve_accel(cfg.boot.accel, &cfg.boot.qemu_bin, &kernels[0])?;
+    let accel = resolve_accel(cfg.boot.accel, &cfg.boot.host.qemu_bin, &kernels[0])?;
     let mut suite = cfg.boot.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
     let ordering = if suite.spec.judgement.is_some() {
@@ -253,7 +253,7 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
 /// rotated by the repeat, so that each kernel runs on each host CPU in turn (a CPU that the
 /// host's own work favours or burdens is not confounded with a kernel).
 fn pair_slot(cfg: &MatrixConfig, p: &Planned) -> Option<u32> {
-    if !(cfg.split_pairs && cfg.boot.pin_vcpus && cfg.design == Design::Paired) {
+    if !(cfg.split_pairs && cfg.boot.host.pin_vcpus && cfg.design == Design::Paired) {
         return None;
     }
     rotated_slot(&cfg.kernels, &p.kernel, p.repeat)

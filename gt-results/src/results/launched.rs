@@ -77,6 +77,7 @@ fn provenance(spec: &RunSpec, raw: &RawRun, host: HostInfo, started_at: String) 
     // The tree's git state describes the backend only when the binary was built from it.
     let from_tree = suite.spec.backend == BackendKind::VhostBlk
         && spec
+            .host
             .backend_bin
             .as_deref()
             .is_some_and(|b| built_in_tree(b, &root));

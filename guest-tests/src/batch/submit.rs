@@ -55,7 +55,7 @@ fn preflight(
     cfg: &MatrixConfig,
     opts: &SlurmOptions,
 ) -> Result<(String, Vec<NodeRow>), BatchError> {
-    check_slurm(&cfg.out, cfg.boot.backend_bin.as_deref(), opts)
+    check_slurm(&cfg.out, cfg.boot.host.backend_bin.as_deref(), opts)
 }
 
 /// What `submit` checks before anything is built or submitted, for any command that hands boots

@@ -302,7 +302,7 @@ impl Lab for RealLab {
             None => {
                 let a = matrix::resolve_accel(
                     self.boot.settings.accel,
-                    &self.boot.settings.qemu_bin,
+                    &self.boot.settings.host.qemu_bin,
                     &kernel,
                 )
                 .map_err(|e| Failure::Abort(e.to_string()))?;

@@ -159,7 +159,7 @@ impl StepArgs {
 /// With `--executor slurm`: what `run --executor slurm` checks before anything is submitted.
 fn check_executor(boot: &BootConfig, out: &std::path::Path) -> Result<(), String> {
     match &boot.slurm {
-        Some(o) => crate::batch::check_slurm(out, boot.settings.backend_bin.as_deref(), o)
+        Some(o) => crate::batch::check_slurm(out, boot.settings.host.backend_bin.as_deref(), o)
             .map(|_| ())
             .map_err(|e| e.to_string()),
         None => Ok(()),

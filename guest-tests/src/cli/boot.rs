@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::launch::accel::AccelChoice;
 use crate::launch::sched::HostSched;
-use crate::launch::settings::BootSettings;
+use crate::launch::settings::{BootSettings, HostSetup};
 use crate::launch::{backend, qemu, qemus};
 use crate::suite::{self, Suite};
 
@@ -69,15 +69,17 @@ impl BootArgs {
             None => backend::default_vhost_blk(),
         };
         Ok(BootSettings {
-            bios: suite.spec.bios,
+            host: HostSetup {
+                bios: suite.spec.bios,
+                backend_bin,
+                qemu_bin,
+                pin_vcpus: true,
+                host_sched: HostSched::default(),
+            },
             suite,
             accel,
             timeout: Duration::from_secs(timeout),
-            backend_bin,
-            qemu_bin,
             seed: self.seed,
-            pin_vcpus: true,
-            host_sched: HostSched::default(),
             progress: !self.no_progress,
         })
     }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::batch::SlurmOptions;
 use crate::images::{self, ImageOptions};
-use crate::launch::settings::BootSettings;
+use crate::launch::settings::{BootSettings, HostSetup};
 use crate::matrix::{self, MatrixConfig};
 use crate::suite::{self, Bios, Suite};
 
@@ -181,9 +181,12 @@ impl TryFrom<RunArgs> for MatrixConfig {
             },
             boot: BootSettings {
                 suite,
-                bios,
-                pin_vcpus,
-                host_sched: a.host_sched.parse()?,
+                host: HostSetup {
+                    bios,
+                    pin_vcpus,
+                    host_sched: a.host_sched.parse()?,
+                    ..boot.host
+                },
                 ..boot
             },
             kernels,

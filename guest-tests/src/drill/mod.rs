@@ -28,7 +28,7 @@ use crate::launch::accel::AccelChoice;
 use crate::launch::process::Guarded;
 use crate::launch::qemu::{self, Accel};
 use crate::launch::rerun_file::RerunInfo;
-use crate::launch::settings::BootSettings;
+use crate::launch::settings::{BootSettings, HostSetup};
 use crate::launch::{qemus, RunSpec, StreamWatch};
 use crate::suite::{self, RestartSettings, Suite};
 
@@ -119,12 +119,14 @@ impl Rig {
                 Accel::Tcg => AccelChoice::Tcg,
             },
             timeout: timeout.unwrap_or(Duration::from_secs(s.spec.timeout_secs)),
-            bios: s.spec.bios,
-            backend_bin,
-            qemu_bin: self.qemu_bin(s)?,
+            host: HostSetup {
+                bios: s.spec.bios,
+                backend_bin,
+                qemu_bin: self.qemu_bin(s)?,
+                pin_vcpus: true,
+                host_sched: Default::default(),
+            },
             seed: 1,
-            pin_vcpus: true,
-            host_sched: Default::default(),
             progress: false,
         })
     }

@@ -46,7 +46,7 @@ pub fn rerun(
     if !old_hash.is_empty() && *old_hash != kernel.bzimage_sha256 {
         tracing::warn!(old = %old_hash, new = %kernel.bzimage_sha256, "kernel image changed since the original run");
     }
-    let accel = resolve_accel(r.accel, &r.qemu_bin, &kernel)?;
+    let accel = resolve_accel(r.accel, &r.host.qemu_bin, &kernel)?;
     let spec = RunSpec {
         run_id: format!("{}-{}-rerun", r.suite, r.kernel),
         run_dir: out.to_path_buf(),
@@ -55,13 +55,9 @@ pub fn rerun(
         variant: r.variant.clone(),
         seed: r.seed,
         accel,
-        bios: r.bios,
         timeout: Duration::from_secs(r.timeout_secs),
-        backend_bin: r.backend_bin.clone(),
-        qemu_bin: r.qemu_bin.clone(),
+        host: r.host.clone(),
         pair: None,
-        pin_vcpus: r.pin_vcpus,
-        host_sched: r.host_sched,
         pin_slot: r.pin_slot,
         ordering: old.info.ordering.clone(),
     };

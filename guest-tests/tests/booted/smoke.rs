@@ -13,7 +13,7 @@ use guest_tests::images::{self, ImageOptions, KernelImage};
 use guest_tests::launch::accel::AccelChoice;
 use guest_tests::launch::qemu::Accel;
 use guest_tests::launch::rerun_file::RerunInfo;
-use guest_tests::launch::settings::BootSettings;
+use guest_tests::launch::settings::{BootSettings, HostSetup};
 use guest_tests::launch::RunSpec;
 use guest_tests::matrix::{self, MatrixConfig};
 use guest_tests::results::{RunResult, RunStatus};
@@ -70,7 +70,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     let _g = common::one_guest_at_a_time();
     let dir = keep_dir(suite);
     let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
-    spec.backend_bin = backend_bin;
+    spec.host.backend_bin = backend_bin;
     let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
     assert!(r.status.is_ok(), "{}", explain(&r, &dir));
     // Files the run directory must keep.
@@ -191,13 +191,15 @@ fn hang_times_out_and_matrix_goes_on() {
             },
             // Far too short to boot: the guest is still running when the timeout hits.
             timeout: Duration::from_millis(1500),
-            bios: suite::Bios::Qboot,
-            backend_bin: None,
-            qemu_bin: PathBuf::from("qemu-system-x86_64"),
+            host: HostSetup {
+                bios: suite::Bios::Qboot,
+                backend_bin: None,
+                qemu_bin: PathBuf::from("qemu-system-x86_64"),
+                pin_vcpus: true,
+                host_sched: Default::default(),
+            },
             seed: 0,
             progress: false,
-            pin_vcpus: true,
-            host_sched: Default::default(),
         },
         kernels: vec![KERNEL.into()],
         kernel_specs: vec![KERNEL.into()],
@@ -247,13 +249,15 @@ fn backend_start_failure_is_retried_and_kept() {
             suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
             accel: AccelChoice::Tcg,
             timeout: Duration::from_secs(30),
-            bios: suite::Bios::Qboot,
-            backend_bin: Some(PathBuf::from("/bin/false")),
-            qemu_bin: PathBuf::from("qemu-system-x86_64"),
+            host: HostSetup {
+                bios: suite::Bios::Qboot,
+                backend_bin: Some(PathBuf::from("/bin/false")),
+                qemu_bin: PathBuf::from("qemu-system-x86_64"),
+                pin_vcpus: true,
+                host_sched: Default::default(),
+            },
             seed: 0,
             progress: false,
-            pin_vcpus: true,
-            host_sched: Default::default(),
         },
         kernels: vec![KERNEL.into()],
         kernel_specs: vec![KERNEL.into()],
