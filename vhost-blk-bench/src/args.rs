@@ -85,7 +85,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
     /// Queues to drive (the backend must have at least this many).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=128))]
     pub queues: u16,
     /// Requests in flight per queue.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]

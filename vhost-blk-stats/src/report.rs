@@ -103,14 +103,17 @@ pub struct DeviceStats {
 }
 
 impl DeviceStats {
-    /// Collects snapshots of `queues` and their merged totals.
-    pub fn collect<'a>(
+    /// Collects snapshots of `queues` and their merged totals. Each item is held only while its
+    /// queue is read (a lock guard is released before the next queue's is taken), and nothing
+    /// of a queue is copied but its summary: the only histograms allocated are the total's.
+    pub fn collect<Q: std::ops::Deref<Target = QueueStats>>(
         model: Option<String>,
-        queues: impl IntoIterator<Item = &'a QueueStats>,
+        queues: impl IntoIterator<Item = Q>,
     ) -> Self {
         let mut total: Option<QueueStats> = None;
         let mut snaps = Vec::new();
         for q in queues {
+            let q = &*q;
             total
                 .get_or_insert_with(|| QueueStats::new(0, q.names))
                 .merge(q);
