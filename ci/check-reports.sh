@@ -147,6 +147,9 @@ same syscalls-s29/blkio "$S/blkio/syscalls-per-request.md" \
 head -n -2 "$ROOT/docs/results/restart-35/goals.txt" >"$WORK/goals.txt"
 same restart-35/goals.txt "$WORK/goals.txt" \
     "$LAB" table restart-goals "$ROOT/docs/results/restart-35" 50
+head -n -2 "$ROOT/docs/results/scale128/restart4/goals.txt" >"$WORK/goals128.txt"
+same scale128/restart4/goals.txt "$WORK/goals128.txt" \
+    "$LAB" table restart-goals "$ROOT/docs/results/scale128/restart4" 50
 # The cost of scale (scale-cost.md, from the drill's COST-RESULT lines).
 same scale-cost/scale-cost.md "$ROOT/docs/results/scale-cost/scale-cost.md" \
     "$LAB" table scale-cost "$ROOT/docs/results/scale-cost"
