@@ -495,11 +495,16 @@ fn reset(front: &UnixStream) -> bool {
 static CONN: Mutex<Option<Conn>> = Mutex::new(None);
 
 /// At exit (libFuzzer ends a run with `exit`): the connection still open is closed and its relay
-/// threads joined, as [`close`] does after a broken input. Without it LeakSanitizer's exit-time
-/// check found the two threads still blocked in `recvmsg` and reported their buffers and spawn
-/// closures as leaked (CI's smoke, 2026-12-06: after 88,919 inputs; the empty input it saved
-/// reproduces nothing, and 3,000 runs over the corpus found no leak). Registered after
-/// LeakSanitizer's own handler, so it runs first (atexit handlers run in reverse order).
+/// threads joined, as [`close`] does after a broken input, so that LeakSanitizer's exit-time
+/// check sees no live relay thread. Registered after LeakSanitizer's own handler, so it runs
+/// first (atexit handlers run in reverse order).
+///
+/// What looked like its reason (CI's smoke, 2026-12-06: the two threads' buffers and spawn
+/// closures reported as leaked after 88,919 inputs) was most likely LeakSanitizer losing live
+/// threads once the kernel reuses thread ids: with pid_max 32,768 a run reports the live
+/// relay's objects after 42,000-47,000 inputs, 4 runs of 4, and in a pid namespace whose ids
+/// do not wrap none in 400,000 (docs/results/fuzz/README.md). `ci/fuzz.sh` runs every target in
+/// a fresh pid namespace for this reason.
 extern "C" fn close_at_exit() {
     let c = CONN.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(c) = c {
