@@ -92,6 +92,11 @@ impl Hist {
         }
     }
 
+    /// Whether the hdrhistogram is allocated.
+    pub fn prepared(&self) -> bool {
+        self.hdr.is_some()
+    }
+
     /// Allocates the hdrhistogram if it is not there yet.
     #[inline]
     pub fn prepare(&mut self) -> &mut Histogram<u64> {
@@ -218,6 +223,18 @@ impl QueueStats {
         ] {
             h.prepare();
         }
+    }
+
+    /// Whether any of the histograms is allocated (a queue that has had no request: none).
+    pub fn prepared(&self) -> bool {
+        [
+            &self.completions_per_irq,
+            &self.service,
+            &self.irq_delay,
+            &self.irq_error,
+        ]
+        .iter()
+        .any(|h| h.prepared())
     }
 
     /// A request of kind `kind` (an index into the names) arrived from the guest; its payload

@@ -463,6 +463,20 @@ mod tests {
         efd
     }
 
+    /// A ring that runs holds no histograms until its first request (92c202eb: a guest starts
+    /// every ring, and 128 rings' histograms were ~96 MiB of the backend's private memory).
+    #[test]
+    fn histograms_wait_for_the_first_request_not_for_the_ring() {
+        let (mut state, vring) = state_and_vring();
+        state.attach(&vring);
+        assert!(
+            !state.stats.lock().unwrap().prepared(),
+            "attached, no request"
+        );
+        state.submit(0, 0, 0, 512, 0, 0);
+        assert!(state.stats.lock().unwrap().prepared(), "first request");
+    }
+
     #[test]
     fn a_signal_without_call_eventfd_is_owed_retried_and_sent_once_it_is_there() {
         let (mut state, vring) = state_and_vring();
