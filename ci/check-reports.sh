@@ -10,7 +10,9 @@
 # A/B tables (`lab table ab`), experiments/syscalls-per-request.sh's tables (`table
 # syscalls`), the goal table of experiments/restart-experiment.sh (`lab table
 # restart-goals`), that of experiments/reconnect-experiment.sh (`lab table
-# reconnects`), that of experiments/scale-cost.sh (`lab table scale-cost`), and the bisection experiment's runs.tsv (`lab table bisect-run`, each
+# reconnects`), that of experiments/scale-cost.sh (`lab table scale-cost`), that of
+# experiments/cachegrind-ab.sh (`lab table cachegrind`), and the bisection experiment's
+# runs.tsv (`lab table bisect-run`, each
 # run's bisect.json with the secret, position, name, seed and wall time the table itself
 # gives). Last, `guest-tests check storm` (what ci/tree-kernel-smoke.sh asserts of its storm
 # runs) must pass on a committed storm run and its detector's self-test, and fail with the two
@@ -151,6 +153,9 @@ same restart-35/goals.txt "$WORK/goals.txt" \
 head -n -2 "$ROOT/docs/results/scale128/restart4/goals.txt" >"$WORK/goals128.txt"
 same scale128/restart4/goals.txt "$WORK/goals128.txt" \
     "$LAB" table restart-goals "$ROOT/docs/results/scale128/restart4" 50
+# experiments/cachegrind-ab.sh's table (two builds under valgrind, per request).
+same scale128/cachegrind-scsi/table.md "$ROOT/docs/results/scale128/cachegrind-scsi/table.md" \
+    "$LAB" table cachegrind "$ROOT/docs/results/scale128/cachegrind-scsi" --path scsi
 # The cost of scale (scale-cost.md, from the drill's COST-RESULT lines).
 same scale-cost/scale-cost.md "$ROOT/docs/results/scale-cost/scale-cost.md" \
     "$LAB" table scale-cost "$ROOT/docs/results/scale-cost"

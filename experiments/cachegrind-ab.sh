@@ -44,23 +44,7 @@ for tool in callgrind cachegrind; do
     one old "$OLD" "$tool"
     one new "$NEW" "$tool"
 done
-python3 - "$OUT" "$PATH_KIND" <<'PY'
-import json, sys
-out, kind = sys.argv[1:]
-print(f"| build | tool | requests | per request ({kind}) |")
-print("|---|---|---|---|")
-for name in ("old", "new"):
-    for tool in ("callgrind", "cachegrind"):
-        stats = json.load(open(f"{out}/{name}-{tool}-stats.json"))
-        n = sum(q["completions"] for q in stats["queues"])
-        events = totals = None
-        for line in open(f"{out}/{name}.{tool}"):
-            if line.startswith("events:"):
-                events = line.split()[1:]
-            if line.startswith(("totals:", "summary:")):
-                totals = [int(x) for x in line.split()[1:]]
-        if not n or not events or not totals:
-            sys.exit(f"cachegrind-ab: {name} {tool}: no requests or no totals")
-        per = " ".join(f"{e} {t / n:,.1f}" for e, t in zip(events, totals))
-        print(f"| {name} | {tool} | {n:,} | {per} |")
-PY
+# The table (`lab table cachegrind`, also in OUT_DIR/table.md, rebuilt by ci/check-reports.sh).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$ROOT" && cargo build -q -p lab)
+"$ROOT/target/debug/lab" table cachegrind "$OUT" --path "$PATH_KIND" | tee "$OUT/table.md"

@@ -66,11 +66,17 @@ pub fn general(x: f64, digits: usize) -> String {
 
 /// `format(x, ",.0f")` (rule 2).
 pub fn grouped(x: f64) -> String {
+    grouped_fixed(x, 0)
+}
+
+/// `format(x, ",.{places}f")` (rule 2: the integer part grouped by thousands).
+pub fn grouped_fixed(x: f64, places: usize) -> String {
     if let Some(s) = special(x) {
         return s;
     }
-    let s = format!("{x:.0}");
-    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let s = format!("{x:.places$}");
+    let (sign, unsigned) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let (digits, frac) = unsigned.split_at(unsigned.find('.').unwrap_or(unsigned.len()));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
@@ -78,7 +84,7 @@ pub fn grouped(x: f64) -> String {
         }
         out.push(c);
     }
-    format!("{sign}{out}")
+    format!("{sign}{out}{frac}")
 }
 
 /// `repr(x)` of a float (rule 3).
@@ -221,5 +227,16 @@ mod tests {
         assert_eq!(grouped(-0.4), "-0");
         assert_eq!(grouped(f64::NAN), "nan");
         assert_eq!(grouped(f64::NEG_INFINITY), "-inf");
+    }
+
+    #[test]
+    fn grouped_fixed_groups_the_integer_part_only() {
+        // Each expected string is what Python 3.11 prints for format(x, ",.1f").
+        assert_eq!(grouped_fixed(7685.4, 1), "7,685.4");
+        assert_eq!(grouped_fixed(0.0, 1), "0.0");
+        assert_eq!(grouped_fixed(1_234_567.891, 1), "1,234,567.9");
+        assert_eq!(grouped_fixed(999.95, 1), "1,000.0");
+        assert_eq!(grouped_fixed(-1234.56, 1), "-1,234.6");
+        assert_eq!(grouped_fixed(f64::NAN, 1), "nan");
     }
 }

@@ -29,7 +29,11 @@ pub(crate) struct CallgrindArgs {
 
 /// The completions a path's stats file counted (rule 2).
 fn completions(a: &CallgrindArgs, p: &str) -> Result<u64, TableError> {
-    let path = a.dir.join(format!("{p}-stats.json"));
+    completions_in(a.dir.join(format!("{p}-stats.json")))
+}
+
+/// The completions the backend's stats file `path` counted: the sum over its queues.
+pub(super) fn completions_in(path: PathBuf) -> Result<u64, TableError> {
     let stats: DeviceStats =
         load(&path)?.ok_or_else(|| TableError::Content(path.clone(), "no such file".into()))?;
     let n = stats.queues.iter().map(|q| q.completions).sum();
@@ -42,24 +46,43 @@ fn completions(a: &CallgrindArgs, p: &str) -> Result<u64, TableError> {
 /// The instructions a path's callgrind file counted (rule 2).
 fn instructions(a: &CallgrindArgs, p: &str) -> Result<u64, TableError> {
     let path = a.dir.join(format!("{p}.cg"));
-    let text =
-        read_opt(&path)?.ok_or_else(|| TableError::Content(path.clone(), "no such file".into()))?;
+    let (_, totals) = totals_in(&path)?;
+    let ir = totals[0];
     let err = |what: &str| TableError::Content(path.clone(), what.into());
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("totals:") || l.starts_with("summary:"))
-        .ok_or_else(|| err("no totals: or summary: line"))?;
-    let ir: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(|| err("the totals line has no instruction count"))?;
     if ir == 0 {
         return Err(err(
             "0 instructions counted (the collection's symbol matched nothing?)",
         ));
     }
     Ok(ir)
+}
+
+/// The event names (the `events:` line) and their totals (the first line that starts with
+/// `totals:` or `summary:`) of a callgrind or cachegrind output file: at least one total (the
+/// first event is Ir); the events may be missing.
+pub(super) fn totals_in(path: &std::path::Path) -> Result<(Vec<String>, Vec<u64>), TableError> {
+    let text =
+        read_opt(path)?.ok_or_else(|| TableError::Content(path.into(), "no such file".into()))?;
+    let err = |what: &str| TableError::Content(path.into(), what.into());
+    let events: Vec<String> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("events:"))
+        .map(|e| e.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("totals:") || l.starts_with("summary:"))
+        .ok_or_else(|| err("no totals: or summary: line"))?;
+    let totals: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| err("the totals line holds something other than counts"))?;
+    if totals.is_empty() {
+        return Err(err("the totals line has no instruction count"));
+    }
+    Ok((events, totals))
 }
 
 /// The table (module docs).

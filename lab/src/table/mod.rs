@@ -17,6 +17,7 @@
 //! 4. Bad arguments: one line, exit 2.
 
 mod ab;
+mod cachegrind;
 mod callgrind;
 mod cyclictest;
 #[cfg(test)]
@@ -56,6 +57,8 @@ enum Table {
     Syscalls(syscalls::SyscallsArgs),
     /// experiments/callgrind-per-request.sh's table (the backend's instructions per request).
     Callgrind(callgrind::CallgrindArgs),
+    /// experiments/cachegrind-ab.sh's table (two builds' events per request under valgrind).
+    Cachegrind(cachegrind::CachegrindArgs),
     #[command(flatten)]
     Harness(crate::harness::TableCmd),
 }
@@ -91,7 +94,7 @@ pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, TableE
 /// what is wrong joined, usage and hints left out.
 pub(crate) fn one_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "which table: latency, profile, cyclictest, ab, syscalls or callgrind (see --help)"
+        return "which table: latency, profile, cyclictest, ab, syscalls, callgrind or cachegrind (see --help)"
             .into();
     }
     let text = e.to_string();
@@ -165,6 +168,7 @@ pub(crate) fn main(argv: impl IntoIterator<Item = OsString>) -> ExitCode {
         Table::Ab(a) => ab::table(a),
         Table::Syscalls(a) => syscalls::table(a),
         Table::Callgrind(a) => callgrind::table(a),
+        Table::Cachegrind(a) => cachegrind::table(a),
         Table::Harness(_) => unreachable!("handled above"),
     };
     match table {
@@ -193,9 +197,8 @@ mod tests {
         assert!(bad.contains("--targets") && bad.contains("`x`"), "{bad}");
         let missing = line(&["table", "latency"]);
         assert!(missing.contains("<OUT_DIR>"), "{missing}");
-        assert!(
-            line(&["table"]).contains("latency, profile, cyclictest, ab, syscalls or callgrind")
-        );
+        assert!(line(&["table"])
+            .contains("latency, profile, cyclictest, ab, syscalls, callgrind or cachegrind"));
         assert!(line(&["table", "latency", "/no/such/dir"]).contains("no such directory"));
         for l in [bad, missing] {
             assert!(!l.contains('\n') && !l.starts_with("error"), "{l}");
