@@ -55,19 +55,7 @@ pub(crate) fn table(a: &CachegrindArgs) -> Result<String, TableError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::fixtures::write;
-    use vhost_blk::stats::{DeviceStats, QueueStats};
-
-    fn stats(dir: &std::path::Path, name: &str, per_queue: &[u64]) {
-        let queues: Vec<QueueStats> = (0..per_queue.len())
-            .map(|i| QueueStats::new(i as u16, &["read"]))
-            .collect();
-        let mut s = DeviceStats::collect(None, &queues);
-        for (q, &n) in s.queues.iter_mut().zip(per_queue) {
-            q.completions = n;
-        }
-        write(dir, name, &s.to_json().unwrap());
-    }
+    use crate::table::fixtures::{stats_file as stats, write};
 
     #[test]
     fn a_table_from_a_small_run_and_an_error_naming_a_missing_file() {

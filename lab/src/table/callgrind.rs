@@ -107,10 +107,9 @@ pub(crate) fn table(a: &CallgrindArgs) -> Result<String, TableError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::fixtures::write;
+    use crate::table::fixtures::{stats_file, write};
     use clap::Parser;
     use std::path::Path;
-    use vhost_blk::stats::QueueStats;
 
     fn args(v: &[&str]) -> CallgrindArgs {
         #[derive(Parser)]
@@ -123,17 +122,9 @@ mod tests {
             .callgrind
     }
 
-    /// A stats file whose queues completed `per_queue` requests each.
+    /// A path's stats file whose queues completed `per_queue` requests each.
     fn stats(dir: &Path, name: &str, per_queue: &[u64]) {
-        let queues: Vec<QueueStats> = (0..per_queue.len())
-            .map(|i| QueueStats::new(i as u16, &["read"]))
-            .collect();
-        let mut s = DeviceStats::collect(None, &queues);
-        for (q, &n) in s.queues.iter_mut().zip(per_queue) {
-            q.completions = n;
-        }
-        s.total.completions = 1; // not read: the table sums the queues
-        write(dir, &format!("{name}-stats.json"), &s.to_json().unwrap());
+        stats_file(dir, &format!("{name}-stats.json"), per_queue);
     }
 
     #[test]

@@ -62,3 +62,17 @@ pub(crate) fn write(dir: &Path, name: &str, text: &str) {
 pub(crate) fn write_report(dir: &Path, name: &str, r: &Report) {
     write(dir, name, &serde_json::to_string_pretty(r).unwrap());
 }
+
+/// A backend stats file `name` in `dir` whose queues completed `per_queue` requests each; its
+/// total says 1, which no table reads (they sum the queues).
+pub(crate) fn stats_file(dir: &Path, name: &str, per_queue: &[u64]) {
+    let queues: Vec<vhost_blk::stats::QueueStats> = (0..per_queue.len())
+        .map(|i| vhost_blk::stats::QueueStats::new(i as u16, &["read"]))
+        .collect();
+    let mut s = vhost_blk::stats::DeviceStats::collect(None, &queues);
+    for (q, &n) in s.queues.iter_mut().zip(per_queue) {
+        q.completions = n;
+    }
+    s.total.completions = 1;
+    write(dir, name, &s.to_json().unwrap());
+}
