@@ -47,8 +47,7 @@ setup() {
 
 case $MODE in
 setup) setup; exit 0 ;;
-smoke) ;;
-long) ;;
+smoke | long) ;;
 *) echo "usage: ci/fuzz.sh smoke|long|setup [TARGET...]" >&2; exit 2 ;;
 esac
 setup
