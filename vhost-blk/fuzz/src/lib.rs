@@ -16,7 +16,7 @@ use virtio_queue::mock::MockSplitQueue;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-use vhost_blk::device::{guest_bufs, Chain, ChainLimits, Outcome};
+use vhost_blk::device::{load_chain, Chain, ChainLimits, GuestBufs, Outcome};
 
 /// Descriptors in the ring.
 pub const QUEUE_SIZE: u16 = 16;
@@ -82,7 +82,7 @@ pub fn guest_memory() -> &'static GuestMemoryMmap<()> {
     }
     mem
 }
-/// Limits no chain exceeds: what a personality accepted, `guest_bufs` with these accepts too
+/// Limits no chain exceeds: what a personality accepted, `load_chain` with these accepts too
 /// (for the writable length a completion may report).
 pub fn any_chain() -> ChainLimits {
     ChainLimits {
@@ -203,7 +203,14 @@ pub fn process_checked<K>(
     let Some(chain) = pop_chain(mem, input) else {
         return;
     };
-    let writable_len = guest_bufs(&chain, &any_chain()).map_or(0, |b| b.writable_len());
+    let writable_len = {
+        let mut bufs = GuestBufs::empty();
+        if load_chain(&mut bufs, &chain, &any_chain()) {
+            bufs.writable_len()
+        } else {
+            0
+        }
+    };
     let writable = writable_ranges(&chain);
     snapshot_before(mem);
     if let Outcome::Complete { used_len, .. } = process(chain) {

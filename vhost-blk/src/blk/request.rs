@@ -11,7 +11,7 @@ use virtio_bindings::virtio_blk::*;
 use vm_memory::ByteValued;
 
 use super::{BlkPersonality, ID_LEN, MAX_DISCARD_SECTORS, MAX_DISCARD_SEG};
-use crate::device::{guest_bufs, Chain, GuestBufs, Outcome, RequestKind};
+use crate::device::{load_chain, Chain, GuestBufs, Outcome, RequestKind};
 use crate::storage::StorageError;
 use smallvec::SmallVec;
 
@@ -147,9 +147,10 @@ impl Done {
 
 /// Handles one chain.
 pub fn handle(p: &BlkPersonality, chain: Chain<'_>) -> Outcome<BlkKind> {
-    let Some(bufs) = guest_bufs(&chain, &p.limits()) else {
+    let mut bufs = GuestBufs::empty();
+    if !load_chain(&mut bufs, &chain, &p.limits()) {
         return Outcome::unanswered();
-    };
+    }
     if bufs.writable_len() == 0 {
         // No room for a status byte: nothing can be reported. Return the buffer unused.
         tracing::debug!("chain {} has no status byte", chain.head_index());

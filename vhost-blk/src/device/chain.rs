@@ -60,19 +60,26 @@ impl ChainLimits {
     }
 }
 
-/// The validated buffers of `chain`, or `None` (logged) when it is malformed. The one place a
-/// descriptor chain becomes guest buffers.
-pub fn guest_bufs<'c>(chain: &'c Chain<'_>, limits: &ChainLimits) -> Option<GuestBufs<'c>> {
+/// Loads the validated buffers of `chain` into `bufs` (whatever it held before is dropped), or
+/// returns false (logged) when the chain is malformed and leaves `bufs` empty. The one place a
+/// descriptor chain becomes guest buffers. It fills the caller's `bufs` in place rather than
+/// returning one: a returned `GuestBufs` (about 240 bytes) was copied on every request
+/// (docs/results/scale128/README.md, "SCSI READ(10)").
+pub fn load_chain<'c>(
+    bufs: &mut GuestBufs<'c>,
+    chain: &'c Chain<'_>,
+    limits: &ChainLimits,
+) -> bool {
     let descs = chain.clone().map(|d| Desc {
         addr: d.addr().0,
         len: d.len(),
         writable: d.is_write_only(),
     });
-    match GuestBufs::new(chain.memory(), descs, limits.max_bytes, limits.max_descs) {
-        Ok(b) => Some(b),
+    match bufs.load(chain.memory(), descs, limits.max_bytes, limits.max_descs) {
+        Ok(()) => true,
         Err(e) => {
             tracing::debug!("refused chain {}: {e}", chain.head_index());
-            None
+            false
         }
     }
 }
@@ -122,6 +129,16 @@ pub struct Desc {
 }
 
 impl<'m> GuestBufs<'m> {
+    /// No buffers, for [`GuestBufs::load`] / [`load_chain`] to fill.
+    pub fn empty() -> Self {
+        GuestBufs {
+            readable: GuestSlices::new(),
+            writable: GuestSlices::new(),
+            readable_len: 0,
+            writable_len: 0,
+        }
+    }
+
     /// Validates `descs` against `mem`. `max_bytes` bounds the total length, `max_descs` the count.
     pub fn new(
         mem: &'m GuestMemoryMmapT,
@@ -129,12 +146,42 @@ impl<'m> GuestBufs<'m> {
         max_bytes: u64,
         max_descs: usize,
     ) -> Result<Self, ChainError> {
-        let mut bufs = GuestBufs {
-            readable: GuestSlices::new(),
-            writable: GuestSlices::new(),
-            readable_len: 0,
-            writable_len: 0,
-        };
+        let mut bufs = Self::empty();
+        bufs.load(mem, descs, max_bytes, max_descs)?;
+        Ok(bufs)
+    }
+
+    /// [`GuestBufs::new`] into `self`, in place; on an error `self` is left empty.
+    pub fn load(
+        &mut self,
+        mem: &'m GuestMemoryMmapT,
+        descs: impl IntoIterator<Item = Desc>,
+        max_bytes: u64,
+        max_descs: usize,
+    ) -> Result<(), ChainError> {
+        self.clear();
+        let r = self.load_pieces(mem, descs, max_bytes, max_descs);
+        if r.is_err() {
+            self.clear();
+        }
+        r
+    }
+
+    fn clear(&mut self) {
+        self.readable.clear();
+        self.writable.clear();
+        self.readable_len = 0;
+        self.writable_len = 0;
+    }
+
+    fn load_pieces(
+        &mut self,
+        mem: &'m GuestMemoryMmapT,
+        descs: impl IntoIterator<Item = Desc>,
+        max_bytes: u64,
+        max_descs: usize,
+    ) -> Result<(), ChainError> {
+        let bufs = self;
         let mut total: u64 = 0;
         for (n, d) in descs.into_iter().enumerate() {
             if n >= max_descs {
@@ -178,25 +225,53 @@ impl<'m> GuestBufs<'m> {
         if bufs.readable.is_empty() && bufs.writable.is_empty() {
             return Err(ChainError::Empty);
         }
-        bufs.check_overlap()?;
-        Ok(bufs)
+        bufs.check_overlap()
     }
 
     /// Rule 2's overlap check, on host addresses (each region is mapped once, so this is the
-    /// guest-address check, and it also sees two guest ranges that share host memory).
+    /// guest-address check, and it also sees two guest ranges that share host memory). Chains
+    /// of up to `2 * INLINE_PIECES` pieces (every usual request) compare each writable piece
+    /// with every other piece in place; longer ones sort (O(n log n) for a guest's longest
+    /// chains). The pairwise path exists for speed: collecting the spans into a vector cost a
+    /// copy per request (docs/results/scale128/README.md, "SCSI READ(10)").
     fn check_overlap(&self) -> Result<(), ChainError> {
         if self.writable.is_empty() {
             return Ok(());
         }
-        let span = |p: &VolatileSlice<'_>, w: bool| {
-            let start = p.ptr_guard().as_ptr() as usize;
-            (start, start.saturating_add(p.len()), w)
-        };
-        let mut all: SmallVec<[(usize, usize, bool); 2 * INLINE_PIECES]> = self
+        if self.readable.len() + self.writable.len() <= 2 * INLINE_PIECES {
+            self.check_overlap_pairwise()
+        } else {
+            self.check_overlap_sorted()
+        }
+    }
+
+    /// A piece's host address range, end saturated.
+    fn span(p: &VolatileSlice<'_>) -> (usize, usize) {
+        let start = p.ptr_guard().as_ptr() as usize;
+        (start, start.saturating_add(p.len()))
+    }
+
+    /// Each writable piece against every readable piece and every later writable piece.
+    fn check_overlap_pairwise(&self) -> Result<(), ChainError> {
+        let meet = |(s1, e1): (usize, usize), (s2, e2): (usize, usize)| s1 < e2 && s2 < e1;
+        for (i, w) in self.writable.iter().enumerate() {
+            let ws = Self::span(w);
+            let others = self.readable.iter().chain(self.writable.iter().skip(i + 1));
+            if others.map(Self::span).any(|o| meet(ws, o)) {
+                return Err(ChainError::Overlap);
+            }
+        }
+        Ok(())
+    }
+
+    /// The same check by sorting the spans once.
+    fn check_overlap_sorted(&self) -> Result<(), ChainError> {
+        let mut all: Vec<(usize, usize, bool)> = self
             .readable
             .iter()
-            .map(|p| span(p, false))
-            .chain(self.writable.iter().map(|p| span(p, true)))
+            .map(|p| (Self::span(p), false))
+            .chain(self.writable.iter().map(|p| (Self::span(p), true)))
+            .map(|((s, e), w)| (s, e, w))
             .collect();
         all.sort_unstable();
         // Any writable range that overlaps its neighbour (or a readable range overlapping a

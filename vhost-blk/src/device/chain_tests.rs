@@ -151,3 +151,59 @@ fn malformed_chains_are_refused() {
     )
     .is_ok());
 }
+
+/// The pairwise check (short chains) and the sorted one (long chains) refuse exactly the chains
+/// in which a writable range meets another range, on 20,000 seeded random chains of 1 to 12
+/// descriptors in a 512-byte window (both paths run on every chain, whatever its length).
+#[test]
+fn overlap_checks_agree_with_the_rule() {
+    use rand::{Rng, SeedableRng};
+    let m = mem();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(46);
+    let (mut refused, mut accepted) = (0, 0);
+    for _ in 0..20_000 {
+        let n = rng.gen_range(1..=12usize);
+        let readable = rng.gen_range(0..=n);
+        let descs: Vec<Desc> = (0..n)
+            .map(|i| d(rng.gen_range(0..448), rng.gen_range(1..64), i >= readable))
+            .collect();
+        let end = |x: &Desc| x.addr + u64::from(x.len);
+        let meet = |a: &Desc, b: &Desc| a.addr < end(b) && b.addr < end(a);
+        let want = descs.iter().enumerate().any(|(i, a)| {
+            a.writable && descs.iter().enumerate().any(|(j, b)| i != j && meet(a, b))
+        });
+        // Built without the check, then both checks on the same pieces.
+        let mut b = GuestBufs {
+            readable: GuestSlices::new(),
+            writable: GuestSlices::new(),
+            readable_len: 0,
+            writable_len: 0,
+        };
+        for x in &descs {
+            let s = m.get_slice(GuestAddress(x.addr), x.len as usize).unwrap();
+            if x.writable {
+                b.writable.push(s)
+            } else {
+                b.readable.push(s)
+            }
+        }
+        assert_eq!(
+            b.check_overlap_pairwise().is_err(),
+            want,
+            "pairwise {descs:?}"
+        );
+        assert_eq!(b.check_overlap_sorted().is_err(), want, "sorted {descs:?}");
+        let full = GuestBufs::new(&m, descs.clone(), 1 << 20, 16);
+        assert_eq!(matches!(full, Err(ChainError::Overlap)), want, "{descs:?}");
+        if want {
+            refused += 1
+        } else {
+            accepted += 1
+        }
+    }
+    // Both outcomes are well represented, so neither assertion above is vacuous.
+    assert!(
+        refused > 2_000 && accepted > 2_000,
+        "{refused} refused, {accepted} accepted"
+    );
+}

@@ -34,7 +34,7 @@ pub mod workers;
 
 pub use backend::{BackendOptions, DeviceBackend, RingError};
 pub use chain::Chain;
-pub use chain::{guest_bufs, ChainLimits, GuestBufs};
+pub use chain::{load_chain, ChainLimits, GuestBufs};
 pub use inflight::{InflightArea, StateRegion};
 pub use personality::{Outcome, Personality, RequestKind};
 pub use queue::{GuestMem, SharedStats, Vring};

@@ -15,7 +15,7 @@ use vm_memory::ByteValued;
 
 use super::emulation::{decode_virtio_lun, Topology};
 use super::virtio::ScsiKind;
-use crate::device::{guest_bufs, Chain, ChainLimits, GuestBufs, Outcome};
+use crate::device::{load_chain, Chain, ChainLimits, GuestBufs, Outcome};
 
 /// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
 pub const TMF_REQ_LEN: usize = size_of::<virtio_scsi_ctrl_tmf_req>();
@@ -90,9 +90,10 @@ pub fn an_response(topology: &Topology, lun: &[u8; 8]) -> (u32, u8) {
 
 /// Handles one chain of the control queue.
 pub(crate) fn handle(topology: &Topology, limits: &ChainLimits, chain: Chain) -> Outcome<ScsiKind> {
-    let Some(bufs) = guest_bufs(&chain, limits) else {
+    let mut bufs = GuestBufs::empty();
+    if !load_chain(&mut bufs, &chain, limits) {
         return Outcome::unanswered();
-    };
+    }
     let Some(type_) = bufs.read_obj::<u32>(0).map(u32::from_le) else {
         return Outcome::unanswered();
     };

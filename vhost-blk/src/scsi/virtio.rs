@@ -24,7 +24,7 @@ use vm_memory::ByteValued;
 
 use super::config_space::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
 use super::emulation::{cdb, SenseData, Topology};
-use crate::device::{guest_bufs, Chain, ChainLimits, GuestBufs, Outcome, RequestKind};
+use crate::device::{load_chain, Chain, ChainLimits, GuestBufs, Outcome, RequestKind};
 
 /// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
 pub const CMD_REQ_FIXED: usize = offset_of!(virtio_scsi_cmd_req, cdb);
@@ -176,9 +176,10 @@ impl Answer {
 
 /// Handles one chain of a request queue.
 pub fn handle_cmd(cx: &CmdContext<'_>, chain: Chain<'_>) -> Outcome<ScsiKind> {
-    let Some(bufs) = guest_bufs(&chain, &cx.limits) else {
+    let mut bufs = GuestBufs::empty();
+    if !load_chain(&mut bufs, &chain, &cx.limits) {
         return Outcome::unanswered();
-    };
+    }
     let (req_len, resp_len) = (CMD_REQ_FIXED + cx.cdb_size, CMD_RESP_FIXED + cx.sense_size);
     if bufs.writable_len() < resp_len {
         tracing::debug!("chain {} has no room for a response", chain.head_index());
