@@ -137,6 +137,8 @@ ab-8q-7 24 scsi10-bench null-bench
 ab-8q-8 24 null-bench mem-bench null-blkio scsi10-bench
 ab-8q-9-fuzzer 24 null-bench scsi10-bench
 ab-8q-10 24 null-bench scsi10-bench
+ab-8q-11 16
+ab-8q-12 24 null-bench scsi10-bench
 EOF
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
