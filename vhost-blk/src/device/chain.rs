@@ -64,7 +64,7 @@ impl ChainLimits {
 /// returns false (logged) when the chain is malformed and leaves `bufs` empty. The one place a
 /// descriptor chain becomes guest buffers. It fills the caller's `bufs` in place rather than
 /// returning one: a returned `GuestBufs` (about 240 bytes) was copied on every request
-/// (docs/results/scale128/README.md, "SCSI READ(10)").
+/// (docs/results/scale128/README.md, "The cause, found by sampling").
 pub fn load_chain<'c>(
     bufs: &mut GuestBufs<'c>,
     chain: &'c Chain<'_>,
@@ -233,7 +233,7 @@ impl<'m> GuestBufs<'m> {
     /// of up to `2 * INLINE_PIECES` pieces (every usual request) compare each writable piece
     /// with every other piece in place; longer ones sort (O(n log n) for a guest's longest
     /// chains). The pairwise path exists for speed: collecting the spans into a vector cost a
-    /// copy per request (docs/results/scale128/README.md, "SCSI READ(10)").
+    /// copy per request (docs/results/scale128/README.md, "The cause, found by sampling").
     fn check_overlap(&self) -> Result<(), ChainError> {
         if self.writable.is_empty() {
             return Ok(());
