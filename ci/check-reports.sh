@@ -96,7 +96,8 @@ same() { # NAME COMMITTED-FILE COMMAND...
         bad=1
     fi
 }
-for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3 bench-latency-s30/busy1; do
+for d in bench-latency-s30/run1 bench-latency-s30/run2 bench-latency-s30/run3 bench-latency-s30/busy1 \
+    bench-latency-s53/run1 bench-latency-s53/run2 bench-latency-s53/run3; do
     same "$d" "$ROOT/docs/results/$d/bench-latency.md" \
         "$LAB" table latency "$ROOT/docs/results/$d" --targets "10 50 200 1000" --rounds 3 \
         --queues 8 --qd 16 --threads 2
