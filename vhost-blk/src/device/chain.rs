@@ -78,6 +78,7 @@ pub fn load_chain<'c>(
     match bufs.load(chain.memory(), descs, limits.max_bytes, limits.max_descs) {
         Ok(()) => true,
         Err(e) => {
+            bufs.clear();
             tracing::debug!("refused chain {}: {e}", chain.head_index());
             false
         }
@@ -151,7 +152,16 @@ impl<'m> GuestBufs<'m> {
         Ok(bufs)
     }
 
-    /// [`GuestBufs::new`] into `self`, in place; on an error `self` is left empty.
+    /// No pieces.
+    fn clear(&mut self) {
+        self.readable.clear();
+        self.writable.clear();
+        self.readable_len = 0;
+        self.writable_len = 0;
+    }
+
+    /// [`GuestBufs::new`] into `self`, in place; whatever `self` held before is dropped first.
+    /// On an error `self` holds the pieces loaded before it: clear or drop it.
     pub fn load(
         &mut self,
         mem: &'m GuestMemoryMmapT,
@@ -160,28 +170,6 @@ impl<'m> GuestBufs<'m> {
         max_descs: usize,
     ) -> Result<(), ChainError> {
         self.clear();
-        let r = self.load_pieces(mem, descs, max_bytes, max_descs);
-        if r.is_err() {
-            self.clear();
-        }
-        r
-    }
-
-    fn clear(&mut self) {
-        self.readable.clear();
-        self.writable.clear();
-        self.readable_len = 0;
-        self.writable_len = 0;
-    }
-
-    fn load_pieces(
-        &mut self,
-        mem: &'m GuestMemoryMmapT,
-        descs: impl IntoIterator<Item = Desc>,
-        max_bytes: u64,
-        max_descs: usize,
-    ) -> Result<(), ChainError> {
-        let bufs = self;
         let mut total: u64 = 0;
         for (n, d) in descs.into_iter().enumerate() {
             if n >= max_descs {
@@ -190,7 +178,7 @@ impl<'m> GuestBufs<'m> {
             if d.len == 0 {
                 return Err(ChainError::ZeroLength);
             }
-            if !d.writable && !bufs.writable.is_empty() {
+            if !d.writable && !self.writable.is_empty() {
                 return Err(ChainError::ReadableAfterWritable);
             }
             total += u64::from(d.len);
@@ -206,9 +194,9 @@ impl<'m> GuestBufs<'m> {
             }
             // One piece per guest-memory region the descriptor spans.
             let (pieces, len) = if d.writable {
-                (&mut bufs.writable, &mut bufs.writable_len)
+                (&mut self.writable, &mut self.writable_len)
             } else {
-                (&mut bufs.readable, &mut bufs.readable_len)
+                (&mut self.readable, &mut self.readable_len)
             };
             // The usual descriptor lies in one region: one region lookup (`get_slice`), not
             // the region iterator's per-piece lookups.
@@ -222,10 +210,10 @@ impl<'m> GuestBufs<'m> {
             }
             *len += d.len as usize;
         }
-        if bufs.readable.is_empty() && bufs.writable.is_empty() {
+        if self.readable.is_empty() && self.writable.is_empty() {
             return Err(ChainError::Empty);
         }
-        bufs.check_overlap()
+        self.check_overlap()
     }
 
     /// Rule 2's overlap check, on host addresses (each region is mapped once, so this is the
