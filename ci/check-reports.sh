@@ -141,6 +141,7 @@ ab-8q-10 24 null-bench scsi10-bench
 ab-8q-11 16
 ab-8q-12 24 null-bench scsi10-bench
 ab-8q-13-busy1 12 null-bench scsi10-bench
+ab-8q-simplify 8 scsi10-bench null-bench
 EOF
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
