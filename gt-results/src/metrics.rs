@@ -9,6 +9,7 @@
 mod fio;
 mod interrupts;
 mod irqsw;
+pub mod kernlog;
 mod locks;
 mod order;
 pub mod pattern;

@@ -162,6 +162,10 @@ pub struct RunResult {
     /// Data-quality warnings (ftrace drops, failed cross-checks, truncated artefacts).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The kernel's own error reports in this boot's log (the agent's `dmesg` and the serial
+    /// console; `metrics::kernlog`): warnings, BUGs, panics, hung tasks, lockups, RCU stalls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_log: Vec<crate::metrics::kernlog::LogFinding>,
 }
 
 impl RunResult {

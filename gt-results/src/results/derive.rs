@@ -360,6 +360,7 @@ pub(super) fn build(
         artifacts: records,
         parse_errors: b.issues,
         warnings: b.warnings,
+        kernel_log: Vec::new(),
     }
 }
 

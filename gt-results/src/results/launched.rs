@@ -66,8 +66,23 @@ impl RunResult {
             }
         }
         registry::derive_host(&mut r.metrics, times);
+        r.kernel_log = kernel_log(l.artifacts, dir);
         r
     }
+}
+
+/// The kernel's error reports of one boot: its dmesg (every level, sent by the agent at the
+/// end) and its serial console (what a boot that crashed or hung printed last).
+fn kernel_log(arts: &[Artifact], dir: &Path) -> Vec<crate::metrics::kernlog::LogFinding> {
+    let dmesg = arts
+        .iter()
+        .rev()
+        .find(|a| a.name == "dmesg")
+        .map(|a| a.text())
+        .unwrap_or_default();
+    let console =
+        std::fs::read_to_string(crate::launch::qemu::console_log(dir)).unwrap_or_default();
+    crate::metrics::kernlog::merge(&[&dmesg, &console])
 }
 
 fn provenance(spec: &RunSpec, raw: &RawRun, host: HostInfo, started_at: String) -> Provenance {
