@@ -43,6 +43,9 @@ crate::step_figures! {
     DblockedGePct = "dblocked_ge{k}_pct",
     LockblockedPeak = "lockblocked_peak",
     QlockBlockedPeak = "qlock_blocked_peak",
+    TryfailPerKio = "tryfail_per_kio",
+    QlockAddrTryfailPerKio = "qlockaddr_tryfail_per_kio",
+    IrqCpuMsPerKio = "irqcpu_ms_per_kio",
 }
 
 impl LockFigure {
@@ -86,7 +89,18 @@ pub struct LockFigures {
     pub window_s: f64,
     /// Events recorded == histogram hits, nothing dropped.
     pub consistent: bool,
+    /// Failed trylocks of the irq threads per lock, named like `locks`; `None` when the kernel
+    /// did not let the agent trace them (an older agent, a refused probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tryfail: Option<BTreeMap<String, u64>>,
+    /// The irq threads' CPU time over the window, clock ticks; `None` when not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_cpu_ticks: Option<u64>,
 }
+
+/// Linux's clock tick as /proc/PID/stat reports it (USER_HZ, 100 on every architecture's ABI
+/// the guests run).
+pub const USER_HZ: f64 = 100.0;
 
 impl LockFigures {
     pub fn from_waits(l: &LockWaits) -> LockFigures {
@@ -122,6 +136,14 @@ impl LockFigures {
             timeline_qlock: peak_per_bin(q.iter().copied(), w, bin),
             window_s: l.window_s(),
             consistent: l.consistent(),
+            tryfail: l.tryfail_traced.then(|| {
+                let mut m: BTreeMap<String, u64> = BTreeMap::new();
+                for (a, n) in &l.tryfail {
+                    *m.entry(l.naming.name(*a)).or_default() += n;
+                }
+                m
+            }),
+            irq_cpu_ticks: (!l.cpu_ticks.is_empty()).then(|| l.cpu_ticks.values().sum()),
         }
     }
 
@@ -204,6 +226,9 @@ impl LockFigures {
                 rest_ns as f64 / 1e6 / kio,
             );
         }
+        for (k, v) in self.spin_figures(kio) {
+            put(k, v);
+        }
         let mut fig = |f: F, v: f64| put(f.suffix().into(), v);
         fig(F::QlockWaitSharePct, pct(q.total_ns, all.total_ns));
         fig(F::QlockContentionSharePct, pct(q.count, all.count));
@@ -214,6 +239,26 @@ impl LockFigures {
         fig(F::QlockBlockedPeak, self.qlock_blocked.peak as f64);
         for (k, share) in self.d_blocked.share_ge.iter().enumerate() {
             put(F::DblockedGePct.with_k(k + 1), share * 100.0);
+        }
+        m
+    }
+}
+
+impl LockFigures {
+    /// The waits the contention tracepoints miss, per 1,000 I/Os: failed trylocks (all locks,
+    /// and the queue_lock by address) and the irq threads' CPU time; none when not traced.
+    fn spin_figures(&self, kio: f64) -> Vec<(String, f64)> {
+        use LockFigure as F;
+        let mut m = Vec::new();
+        if let Some(t) = &self.tryfail {
+            let all = t.values().sum::<u64>() as f64;
+            m.push((F::TryfailPerKio.suffix().into(), all / kio));
+            let q = t.get(QUEUE_LOCK).copied().unwrap_or(0) as f64;
+            m.push((F::QlockAddrTryfailPerKio.suffix().into(), q / kio));
+        }
+        if let Some(t) = self.irq_cpu_ticks {
+            let ms = t as f64 * 1000.0 / USER_HZ;
+            m.push((F::IrqCpuMsPerKio.suffix().into(), ms / kio));
         }
         m
     }

@@ -72,6 +72,15 @@ pub struct LockWaits {
     pub hist_begins: u64,
     /// Voluntary context switches per thread over the window (from /proc/PID/status).
     pub voluntary: BTreeMap<u64, u64>,
+    /// CPU time per thread over the window, clock ticks (utime + stime of /proc/PID/stat,
+    /// `## cputime P before=T after=T`).
+    pub cpu_ticks: BTreeMap<u64, u64>,
+    /// Failed trylocks of the irq threads over the window, per lock address (a return probe
+    /// on the kernel's trylock functions, `## hist tryfail` minus `## hist tryfail-base`):
+    /// waits the contention tracepoints never see (a trylock loop spins without them).
+    pub tryfail: BTreeMap<u64, u64>,
+    /// False when the kernel refused the trylock probe (the figures are then missing, not 0).
+    pub tryfail_traced: bool,
     pub errors: Vec<String>,
     /// `warning=<text>` lines (e.g. an event that was not enabled at boot).
     pub warnings: Vec<String>,
@@ -261,6 +270,15 @@ fn section_header(h: &str, out: &mut LockWaits) -> String {
                 out.voluntary.insert(pid, a.saturating_sub(b));
             }
         }
+        "cputime" => {
+            let pid = w.next().and_then(|p| p.parse().ok());
+            let rest = h.split_once(' ').map_or("", |x| x.1);
+            if let (Some(pid), Some(b), Some(a)) =
+                (pid, field(rest, "before"), field(rest, "after"))
+            {
+                out.cpu_ticks.insert(pid, a.saturating_sub(b));
+            }
+        }
         "base" => {
             for t in w {
                 if let Some((k, v)) = t.split_once('=') {
@@ -342,6 +360,57 @@ fn hist_totals(hist: &BTreeMap<String, String>, out: &mut LockWaits) {
     out.hist_lockwait = lockwait;
     out.hist_dwait = dwait;
     out.hist_begins = begins;
+    if let Some(end) = hist.get("tryfail") {
+        out.tryfail_traced = true;
+        let before = hist.get("tryfail-base").map(|h| hist_by_key(h, "lock"));
+        for (k, n) in hist_by_key(end, "lock") {
+            let b = before
+                .as_ref()
+                .and_then(|m| m.get(&k))
+                .copied()
+                .unwrap_or(0);
+            if n > b {
+                out.tryfail.insert(k, n - b);
+            }
+        }
+    }
+}
+
+/// Hitcounts of a hist keyed by one field printed in hex (`keys=lock.hex`: the kernel prints
+/// `{ lock: ffff888004a3c080 } hitcount: 3`, no `0x`) -> key -> hits; entries that do not parse
+/// are skipped.
+fn hist_by_key(text: &str, key: &str) -> BTreeMap<u64, u64> {
+    let mut m = BTreeMap::new();
+    let pat = format!("{key}:");
+    for line in text.lines() {
+        let Some((k, vals)) = line
+            .trim_start()
+            .strip_prefix('{')
+            .and_then(|l| l.split_once('}'))
+        else {
+            continue;
+        };
+        let toks: Vec<&str> = k.split_whitespace().collect();
+        let Some(v) = toks
+            .windows(2)
+            .find(|w| w[0] == pat)
+            .map(|w| w[1].trim_end_matches(','))
+        else {
+            continue;
+        };
+        let addr = u64::from_str_radix(v.strip_prefix("0x").unwrap_or(v), 16).ok();
+        let hits = vals
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .find(|w| w[0] == "hitcount:")
+            .and_then(|w| w[1].parse::<u64>().ok());
+        if let (Some(a), Some(h)) = (addr, hits) {
+            let e = m.entry(a).or_insert(0u64);
+            *e = e.saturating_add(h);
+        }
+    }
+    m
 }
 
 /// Per-site sums of the lock waits.

@@ -184,12 +184,16 @@ fn real_guest_artefact() {
         .into_iter()
         .collect();
     // Every figure under its declared suffix (the family for each k), and nothing else; this
-    // artefact predates the lock addresses, so no per-lock figure.
+    // artefact predates the lock addresses, so no per-lock figure, and the failed trylocks and
+    // CPU times (issue 55), so none of those either.
     let per_lock = [
         F::QlockAddrCountPerKio,
         F::QlockAddrWaitMsPerKio,
         F::OtherLocksCountPerKio,
         F::OtherLocksWaitMsPerKio,
+        F::TryfailPerKio,
+        F::QlockAddrTryfailPerKio,
+        F::IrqCpuMsPerKio,
     ];
     let mut want: std::collections::BTreeSet<String> = F::ALL
         .iter()
@@ -319,4 +323,36 @@ fn locks_are_grouped_by_address_whatever_function_took_them() {
     let old = LockFigures::from_waits(&parse_locks(SAMPLE).unwrap());
     let m: std::collections::BTreeMap<String, f64> = old.metrics(1000.0, 1.0).into_iter().collect();
     assert!(!m.contains_key(LockFigure::QlockAddrCountPerKio.suffix()));
+}
+
+#[test]
+fn failed_trylocks_per_lock_and_irq_cpu_time_are_step_differences() {
+    // The queue at 0xffff888004a3c000, queue_lock at +128: ffff888004a3c080.
+    let text = "## pids 101 102\n## queue 0xffff888004a3c000\n\
+                ## offset request_queue.queue_lock 128\n\
+                ## cputime 101 before=40 after=95\n## cputime 102 before=7 after=7\n\
+                ## hist tryfail-base\n{ lock: ffff888004a3c080 } hitcount: 10\n\
+                ## hist tryfail\n{ lock: ffff888004a3c080 } hitcount: 2510\n\
+                { lock: ffff888004a3c080 } hitcount: 500\n{ lock: ffff8880aa000000 } hitcount: 3\n\
+                { lock: zz } hitcount: 9\n";
+    let l = parse_locks(text).unwrap();
+    assert!(l.tryfail_traced);
+    assert_eq!(l.tryfail[&0xffff_8880_04a3_c080], 3000);
+    assert_eq!(l.tryfail[&0xffff_8880_aa00_0000], 3);
+    assert_eq!(l.cpu_ticks[&101], 55);
+    let f = LockFigures::from_waits(&l);
+    let m: BTreeMap<String, f64> = f.metrics(2000.0, 1.0).into_iter().collect();
+    assert_eq!(m[F::TryfailPerKio.suffix()], 1501.5);
+    assert_eq!(m[F::QlockAddrTryfailPerKio.suffix()], 1500.0);
+    // 55 ticks of 10 ms over 2 kio.
+    assert_eq!(m[F::IrqCpuMsPerKio.suffix()], 275.0);
+}
+
+#[test]
+fn untraced_trylocks_are_missing_not_zero() {
+    let l = parse_locks("## pids 101\nwarning=no trylock function could be probed\n").unwrap();
+    let f = LockFigures::from_waits(&l);
+    let m: BTreeMap<String, f64> = f.metrics(1000.0, 1.0).into_iter().collect();
+    assert!(!m.contains_key(F::TryfailPerKio.suffix()));
+    assert!(!m.contains_key(F::IrqCpuMsPerKio.suffix()));
 }

@@ -155,6 +155,24 @@ pub static LOCK_METRICS: &[MetricDef] = &[
         "time the request irq threads waited for every lock but the disk's queue_lock (by address), per 1,000 I/Os"
     ),
     lock!(
+        TryfailPerKio,
+        "failed trylocks/1,000 I/Os",
+        No,
+        "failed trylocks of the request irq threads (a return probe on rt_spin_trylock and _raw_spin_trylock), every lock, per 1,000 I/Os: the waits a trylock loop makes without a contention event"
+    ),
+    lock!(
+        QlockAddrTryfailPerKio,
+        "failed trylocks/1,000 I/Os",
+        No,
+        "failed trylocks of the request irq threads on the disk's queue_lock (by address), per 1,000 I/Os"
+    ),
+    lock!(
+        IrqCpuMsPerKio,
+        "ms/1,000 I/Os",
+        No,
+        "CPU time of the request irq threads (utime + stime, /proc/PID/stat) per 1,000 I/Os: a patch that spins for a lock instead of sleeping on it spends it here"
+    ),
+    lock!(
         DsleepPerKio,
         "sleeps/1,000 I/Os",
         No,
