@@ -31,6 +31,7 @@ use crate::images::manifest::Manifest;
 use crate::images::spec::KernelSpec;
 use crate::images::ImageError;
 
+pub mod changes;
 pub mod herd;
 pub mod litmus;
 pub mod plan;

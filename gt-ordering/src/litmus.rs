@@ -10,6 +10,9 @@
 //! - `Supersedes: NAME...`: (a user's test beside a patch or tree) whose tests this one
 //!   replaces: `base` (the line's own) or component names, as `litmus_supersedes` in the
 //!   manifest.
+//! - `Models: FUNCTION...`: the kernel functions whose accesses and ordering the test stands
+//!   for. A patch without tests of its own that changes one of them is not checked by this
+//!   test (`plan`, rule 5).
 //!
 //! Never panics: anything else in the comment is prose; a file without a `C NAME` first line
 //! or with an unknown `Result:` word is an error with the reason.
@@ -62,6 +65,7 @@ pub struct Header {
     pub datarace: bool,
     pub path: Option<String>,
     pub supersedes: Vec<String>,
+    pub models: Vec<String>,
 }
 
 /// Parses the header of a litmus file's text (module doc).
@@ -82,6 +86,7 @@ pub fn parse_header(text: &str) -> Result<Header, String> {
         datarace: false,
         path: None,
         supersedes: Vec::new(),
+        models: Vec::new(),
     };
     let mut rest = lines.skip_while(|l| l.is_empty());
     let Some(open) = rest.next().filter(|l| l.starts_with("(*")) else {
@@ -124,6 +129,7 @@ fn read_field(h: &mut Header, text: &str) -> Result<(), String> {
         }
         "Path" if h.path.is_none() => h.path = words.next().map(String::from),
         "Supersedes" => h.supersedes.extend(words.map(String::from)),
+        "Models" => h.models.extend(words.map(String::from)),
         _ => {}
     }
     Ok(())

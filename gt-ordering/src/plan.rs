@@ -17,6 +17,14 @@
 //!    overlays and command-line words change no code.
 //! 4. The model: a tree's own tools/memory-model; else the line's (`lkmm`, by default its
 //!    source).
+//! 5. The tests that judge a kernel model its code only where the parts without tests of their
+//!    own leave it alone: each test's header names the functions it models (`Models:`), and a
+//!    part without tests (a patch set, exempt or not, or a user's patch) that changes one of
+//!    them is not checked, `LABEL (FUNCTION changed)`. A non-exempt part whose diff changes lines
+//!    outside any function it can name (file scope, or a hunk without function context) is not
+//!    checked either: what it changed is unknown. A part that changes only functions no test
+//!    models keeps the remaining tests valid for this kernel and is checked by them. A tree is
+//!    never checked by the line's tests.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -25,6 +33,7 @@ use crate::images::manifest::litmus::BASE_TESTS;
 use crate::images::manifest::Manifest;
 use crate::images::spec::{Base, KernelSpec};
 
+use super::changes::changed_functions;
 use super::litmus::{parse_header, Header};
 use super::OrderingError;
 
@@ -77,8 +86,12 @@ pub struct Part {
     pub key: String,
     pub tests: Vec<Test>,
     pub supersedes: Vec<String>,
-    /// Carries no tests and needs none (`litmus_exempt`).
+    /// Carries no tests and needs none (`litmus_exempt`), unless it changes a function the
+    /// remaining tests model (rule 5).
     pub exempt: bool,
+    /// Its diffs (a patch set's files, a user's patch); empty for a line or a tree, whose code
+    /// is their own.
+    pub patches: Vec<PathBuf>,
 }
 
 /// Rules 1 and 3 on the parts of a kernel, in order: the tests that judge it and the parts not
@@ -89,15 +102,60 @@ pub fn resolve(parts: Vec<Part>) -> (Vec<Test>, Vec<String>) {
         .filter(|p| !p.tests.is_empty())
         .flat_map(|p| p.supersedes.iter().cloned())
         .collect();
-    let mut tests = Vec::new();
-    let mut unchecked = Vec::new();
-    for p in parts.into_iter().filter(|p| !gone.contains(&p.key)) {
-        if p.tests.is_empty() && !p.exempt {
-            unchecked.push(p.label);
-        }
-        tests.extend(p.tests);
-    }
+    let kept: Vec<Part> = parts
+        .into_iter()
+        .filter(|p| !gone.contains(&p.key))
+        .collect();
+    let modelled: BTreeSet<&str> = kept
+        .iter()
+        .flat_map(|p| &p.tests)
+        .flat_map(|t| t.header.models.iter().map(String::as_str))
+        .collect();
+    let unchecked = kept
+        .iter()
+        .filter(|p| p.tests.is_empty())
+        .filter_map(|p| unchecked_part(p, &modelled))
+        .collect();
+    let tests = kept.into_iter().flat_map(|p| p.tests).collect();
     (tests, unchecked)
+}
+
+/// Rules 3 and 5 for a part without tests: why it is not checked, if it is not.
+fn unchecked_part(p: &Part, modelled: &BTreeSet<&str>) -> Option<String> {
+    if p.patches.is_empty() {
+        return (!p.exempt).then(|| p.label.clone());
+    }
+    let mut changed = BTreeSet::new();
+    let mut outside = 0;
+    for f in &p.patches {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            return Some(format!(
+                "{} (its diff {} could not be read)",
+                p.label,
+                f.display()
+            ));
+        };
+        let c = changed_functions(&text);
+        outside += c.file_scope;
+        changed.extend(c.functions);
+    }
+    let hit: Vec<&str> = changed
+        .iter()
+        .map(String::as_str)
+        .filter(|f| modelled.contains(f))
+        .collect();
+    if !hit.is_empty() {
+        return Some(format!("{} ({} changed)", p.label, hit.join(", ")));
+    }
+    if !p.exempt && changed.is_empty() && outside == 0 {
+        return Some(format!("{} (no change it could read in its diff)", p.label));
+    }
+    (!p.exempt && outside > 0).then(|| {
+        format!(
+            "{} ({outside} changed lines outside a function the diff names: give the diff function context, diff -p or git)",
+            p.label
+        )
+    })
 }
 
 fn read_test(component: &str, file: PathBuf) -> Result<Test, OrderingError> {
@@ -134,7 +192,7 @@ pub fn beside(p: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn user_part(label: String, at: &Path) -> Result<Part, OrderingError> {
+fn user_part(label: String, at: &Path, patch: bool) -> Result<Part, OrderingError> {
     let tests = read_all(&label, beside(at))?;
     let supersedes = tests
         .iter()
@@ -146,6 +204,11 @@ fn user_part(label: String, at: &Path) -> Result<Part, OrderingError> {
         tests,
         supersedes,
         exempt: false,
+        patches: if patch {
+            vec![at.to_path_buf()]
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -157,12 +220,12 @@ pub fn plan(m: &Manifest, spec: &KernelSpec) -> Result<Plan, OrderingError> {
                 path: path.clone(),
                 rev: rev.clone(),
             },
-            vec![user_part(format!("tree:{}", path.display()), path)?],
+            vec![user_part(format!("tree:{}", path.display()), path, false)?],
         ),
         Base::Variant(name) => manifest_parts(m, name)?,
     };
     for p in &spec.patches {
-        parts.push(user_part(format!("patch:{}", p.display()), p)?);
+        parts.push(user_part(format!("patch:{}", p.display()), p, true)?);
     }
     let (tests, unchecked) = resolve(parts);
     if model == ModelOf::Nothing && !tests.is_empty() {
@@ -191,6 +254,7 @@ fn manifest_parts(m: &Manifest, name: &str) -> Result<(ModelOf, Vec<Part>), Orde
         tests: read_all(&line.name, files)?,
         supersedes: Vec::new(),
         exempt: false,
+        patches: Vec::new(),
     }];
     let dir = m.path(line.patch_dir.as_deref().unwrap_or(Path::new("")));
     for c in comps.iter().filter(|c| !c.patches.is_empty()) {
@@ -201,6 +265,7 @@ fn manifest_parts(m: &Manifest, name: &str) -> Result<(ModelOf, Vec<Part>), Orde
             tests: read_all(&c.name, files)?,
             supersedes: c.litmus_supersedes.clone(),
             exempt: c.litmus_exempt.is_some(),
+            patches: c.patches.iter().map(|f| dir.join(f)).collect(),
         });
     }
     let model = match m.lkmm_source(line) {

@@ -195,8 +195,9 @@ fn print_check(c: &OrderingCheck) {
     }
     if !c.unchecked.is_empty() {
         println!(
-            "  ordering not checked: {} (changes code, carries no litmus test)",
-            c.unchecked.join(", ")
+            "  ordering not checked: {} (a part that changes code and carries no litmus test; \
+             the tests above do not vouch for it)",
+            c.unchecked.join("; ")
         );
     }
 }
