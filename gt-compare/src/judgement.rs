@@ -22,19 +22,36 @@
 //!    shown stays the 95 % one.
 //! 4. Ordering (the kernel memory model, recorded per run at `run` time): unsafe on any
 //!    `Sometimes`; "not checked" when the runs carry no check or a component carries no test.
-//! 5. The judgement: `unsafe` (ordering), else `worse` (an effect worse, or the mechanism
-//!    increased), else `undecided` when either kernel has fewer than 2 boots, else `improved`
-//!    (mechanism reduced and no effect unclear; with one unclear, `undecided`), `unchanged`
-//!    (mechanism unchanged) or `undecided`. `decided_by` names
-//!    the rule. `reasons` (one line each, the deciding one first) are words: the report fills
-//!    them (`report::judgement_words::fill_reasons`), this module leaves them empty.
+//!    The part is complete only when every test ran on this kernel's code: a part of the
+//!    kernel that carries no test and changes what the tests model (`ordering::plan`, rule 5)
+//!    leaves it incomplete ("ordering not checked: FUNCTION changed").
+//! 5. The judgement, in this order: `unsafe` (ordering Sometimes); `undecided` when a baseline
+//!    boot failed (nothing to compare a failure with); `worse` when a boot of the kernel failed
+//!    or timed out, when its kernel log reports what no baseline boot's does (rule 6), when an
+//!    effect is worse, or when the mechanism increased; `undecided` when either kernel has
+//!    fewer than 2 successful boots, or a metric of the `[judgement]` was not measured on a
+//!    side; then `improved` only when the mechanism is reduced, the ordering part is complete
+//!    and Never, no effect is unclear and every effect's 95 % interval lies on the good side
+//!    of its margin (non-inferiority: `within_margin`), else `undecided` saying which;
+//!    `unchanged` (mechanism unchanged) or `undecided`. `decided_by` names the rule. `reasons`
+//!    (one line each, the deciding one first) are words: the report fills them
+//!    (`report::judgement_words::fill_reasons`), this module leaves them empty.
+//! 6. Boots and the kernel log (`boots`): every boot of a kernel counts, failed ones included;
+//!    a boot lost to the emulated machine (TCG's stale int3) is reported and not counted.
+//! 7. A guard whose baseline is 0 in every boot (e.g. failed trylocks) has no ratio: it is
+//!    `increased` when the kernel's 95 % interval of the mean lies above 0, `unchanged` when
+//!    the kernel is 0 too, else `undecided`.
 
 use serde::{Deserialize, Serialize};
 
-use super::{mean, welch_diff_ci95, welch_p, Comparison, MetricRow};
+use super::{mean, variance, welch_diff_ci95, welch_p, Comparison, MetricRow};
 use crate::metrics::registry::Better;
 use crate::results::{OrderingRecord, RunResult};
 use crate::suite::JudgementSpec;
+
+mod boots;
+
+pub use boots::{boots_part, BootsPart, FailedBoot, LogLine};
 
 /// The family-wise level of the effects' tests (rule 3).
 pub const EFFECT_ALPHA: f64 = 0.05;
@@ -117,6 +134,10 @@ pub struct Judged {
     pub other_n: usize,
     pub ratio: Option<RatioCi>,
     pub class: Class,
+    /// Effects only: the 95 % interval lies on the good side of the margin (rule 5's
+    /// non-inferiority); `None` for mechanism metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_margin: Option<bool>,
 }
 
 /// The ordering part (rule 4).
@@ -132,6 +153,9 @@ pub struct OrderingPart {
     pub tests: usize,
     /// Why it was not checked (or what was left unchecked).
     pub note: Option<String>,
+    /// Every test ran on this kernel's code and nothing it models was changed untested.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 /// The judgement of one kernel against the baseline.
@@ -152,6 +176,15 @@ pub struct KernelJudgement {
     pub locks: Vec<Judged>,
     pub effects: Vec<Judged>,
     pub ordering: OrderingPart,
+    /// The kernel's boots and kernel log (rule 6), and the baseline's.
+    #[serde(default)]
+    pub boots: BootsPart,
+    #[serde(default)]
+    pub base_boots: BootsPart,
+    /// Metrics of the `[judgement]` without values on a side (rule 5: not measured is never
+    /// passed).
+    #[serde(default)]
+    pub not_measured: Vec<String>,
 }
 
 /// Rule 1.
@@ -228,6 +261,33 @@ pub fn effect_class(r: Option<&RatioCi>, better: Better, margin: f64, alpha: f64
     }
 }
 
+/// Rule 5's non-inferiority: the 95 % interval on the good side of the margin.
+pub fn within_margin(r: Option<&RatioCi>, better: Better, margin: f64) -> bool {
+    r.is_some_and(|r| match better {
+        Better::Lower => r.hi < 1.0 + margin,
+        _ => r.lo > 1.0 - margin,
+    })
+}
+
+/// Rule 7: a guard whose baseline is 0 in every boot.
+fn from_zero_class(other: &[f64]) -> Class {
+    if other.iter().all(|v| *v == 0.0) {
+        return Class::Unchanged;
+    }
+    let n = other.len() as f64;
+    if other.len() < 2 {
+        return Class::Undecided;
+    }
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let t = StudentsT::new(0.0, 1.0, n - 1.0).map_or(f64::NAN, |t| t.inverse_cdf(0.975));
+    let lo = mean(other) - t * (variance(other) / n).sqrt();
+    if lo > 0.0 {
+        Class::Increased
+    } else {
+        Class::Undecided
+    }
+}
+
 /// One metric's figures for `other` against the baseline.
 fn judged(
     row: &MetricRow,
@@ -242,6 +302,7 @@ fn judged(
     }
     let ratio = ratio_ci(b, o);
     let better = row.better.unwrap_or(Better::Neither);
+    let zero_base = b.iter().all(|v| *v == 0.0) && better == Better::Lower;
     Some(Judged {
         metric: row.metric.clone(),
         unit: row.unit.clone(),
@@ -249,8 +310,13 @@ fn judged(
         other_mean: mean(o),
         base_n: b.len(),
         other_n: o.len(),
-        class: class(ratio.as_ref(), better),
+        class: if zero_base && ratio.is_none() {
+            from_zero_class(o)
+        } else {
+            class(ratio.as_ref(), better)
+        },
         ratio,
+        within_margin: None,
     })
 }
 
@@ -266,6 +332,7 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
         sometimes: Vec::new(),
         tests: 0,
         note: Some(note),
+        complete: false,
     };
     match rec {
         None => unchecked("the runs carry no memory-model check".into()),
@@ -277,7 +344,7 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
                 .map(|o| format!("{}/{} ({})", o.component, o.test, o.path))
                 .collect();
             let note = (!chk.unchecked.is_empty())
-                .then(|| format!("no litmus test for: {}", chk.unchecked.join(", ")));
+                .then(|| format!("not checked: {}", chk.unchecked.join("; ")));
             let answer = if !sometimes.is_empty() {
                 "sometimes"
             } else if chk.outcomes.is_empty() {
@@ -290,6 +357,7 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
                 model: Some(chk.model.clone()),
                 sometimes,
                 tests: chk.outcomes.len(),
+                complete: answer == "never" && note.is_none(),
                 note,
             }
         }
@@ -323,29 +391,43 @@ pub fn judge(
 ) -> KernelJudgement {
     let base = c.baseline();
     let row = |m: &String| c.rows.iter().find(|r| &r.metric == m);
+    let mut not_measured: Vec<String> = Vec::new();
+    let mut judge_metric = |m: &String, class: &dyn Fn(Option<&RatioCi>, Better) -> Class| {
+        let j = row(m).and_then(|r| judged(r, base, other, class));
+        if j.is_none() {
+            not_measured.push(m.clone());
+        }
+        j
+    };
     let mech = |r: Option<&RatioCi>, _| mechanism_class(r, spec.min_reduction);
     let mechanism_metrics: Vec<Judged> = std::iter::once(&spec.mechanism)
         .chain(&spec.guards)
-        .filter_map(|m| judged(row(m)?, base, other, mech))
+        .filter_map(|m| judge_metric(m, &mech))
         .collect();
+    let alpha = EFFECT_ALPHA / spec.effects.len().max(1) as f64;
+    let effect = |r: Option<&RatioCi>, b| effect_class(r, b, spec.effect_margin, alpha);
+    let effects: Vec<Judged> = spec
+        .effects
+        .iter()
+        .filter_map(|m| judge_metric(m, &effect))
+        .map(|mut j| {
+            let better = row(&j.metric)
+                .and_then(|r| r.better)
+                .unwrap_or(Better::Neither);
+            j.within_margin = Some(within_margin(j.ratio.as_ref(), better, spec.effect_margin));
+            j
+        })
+        .collect();
+    // Per-lock figures decide nothing: one missing is not "not measured".
     let locks: Vec<Judged> = spec
         .locks
         .iter()
         .filter_map(|m| judged(row(m)?, base, other, mech))
         .collect();
-    let effects: Vec<Judged> = spec
-        .effects
-        .iter()
-        .filter_map(|m| {
-            let alpha = EFFECT_ALPHA / spec.effects.len() as f64;
-            judged(row(m)?, base, other, |r, b| {
-                effect_class(r, b, spec.effect_margin, alpha)
-            })
-        })
-        .collect();
     let decision = mechanism_metrics
         .first()
         .filter(|j| j.metric == spec.mechanism);
+    let few = decision.is_none_or(|j| j.base_n < 2 || j.other_n < 2);
     let mechanism = if mechanism_metrics
         .iter()
         .any(|j| j.class == Class::Increased)
@@ -354,44 +436,59 @@ pub fn judge(
     } else {
         decision.map_or(Class::Undecided, |j| j.class)
     };
-    let ordering = ordering_part(runs, other);
-    let few = decision.is_none_or(|j| j.base_n < 2 || j.other_n < 2);
-    let (judgement, decided_by) = decide(&ordering, &effects, mechanism, few);
-    KernelJudgement {
+    let mut k = KernelJudgement {
         kernel: other.to_string(),
-        judgement,
-        decided_by: decided_by.to_string(),
+        judgement: Judgement::Undecided,
+        decided_by: String::new(),
         reasons: Vec::new(),
         mechanism,
         mechanism_metrics,
         locks,
         effects,
-        ordering,
-    }
+        ordering: ordering_part(runs, other),
+        boots: boots_part(runs, other, base),
+        base_boots: boots_part(runs, base, base),
+        not_measured,
+    };
+    let (judgement, decided_by) = decide(&k, few);
+    k.judgement = judgement;
+    k.decided_by = decided_by.to_string();
+    k
 }
 
 /// Rule 5's order.
-fn decide(
-    ordering: &OrderingPart,
-    effects: &[Judged],
-    mechanism: Class,
-    few: bool,
-) -> (Judgement, &'static str) {
-    if !ordering.sometimes.is_empty() {
+fn decide(k: &KernelJudgement, few: bool) -> (Judgement, &'static str) {
+    if !k.ordering.sometimes.is_empty() {
         return (Judgement::Unsafe, "ordering");
     }
-    if effects.iter().any(|e| e.class == Class::Worse) {
+    if !k.base_boots.failed.is_empty() {
+        return (Judgement::Undecided, "baseline boots failed");
+    }
+    if !k.boots.failed.is_empty() {
+        return (Judgement::Worse, "boots failed");
+    }
+    if !k.boots.new_log.is_empty() {
+        return (Judgement::Worse, "kernel log");
+    }
+    if k.effects.iter().any(|e| e.class == Class::Worse) {
         return (Judgement::Worse, "effect");
     }
-    if mechanism == Class::Increased {
+    if k.mechanism == Class::Increased {
         return (Judgement::Worse, "mechanism increased");
     }
     if few {
         return (Judgement::Undecided, "too few boots");
     }
-    match mechanism {
-        Class::Reduced if effects.iter().any(|e| e.class == Class::Unclear) => {
+    if !k.not_measured.is_empty() {
+        return (Judgement::Undecided, "not measured");
+    }
+    match k.mechanism {
+        Class::Reduced if !k.ordering.complete => (Judgement::Undecided, "ordering not checked"),
+        Class::Reduced if k.effects.iter().any(|e| e.class == Class::Unclear) => {
             (Judgement::Undecided, "effect unclear")
+        }
+        Class::Reduced if k.effects.iter().any(|e| e.within_margin != Some(true)) => {
+            (Judgement::Undecided, "effect not shown within the margin")
         }
         Class::Reduced => (Judgement::Improved, "mechanism reduced"),
         Class::Unchanged => (Judgement::Unchanged, "mechanism unchanged"),

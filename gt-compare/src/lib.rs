@@ -46,7 +46,7 @@ pub const LKP_THRESHOLD: f64 = 0.05;
 pub enum CompareError {
     #[error("no successful runs to compare")]
     NoRuns,
-    #[error("kernel {0:?} has no successful runs")]
+    #[error("kernel {0:?} has no runs")]
     MissingKernel(String),
 }
 
@@ -224,8 +224,9 @@ pub(crate) fn cells_of(runs: &[&RunResult]) -> Vec<Cell> {
 }
 
 /// Compares `runs` (in the order of [`gt_results::results::load_runs`]). `kernels` fixes the order
-/// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded and
-/// listed.
+/// (first = baseline); when empty, [`kernel_order`] picks it. Failed runs are excluded from the
+/// figures and listed; a kernel whose every run failed keeps its place in the order, with no
+/// figures (the judgement reads its failures, `judgement::boots`).
 pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, CompareError> {
     let mut excluded = Vec::new();
     let ok: Vec<&RunResult> = runs
@@ -244,9 +245,10 @@ pub fn compare(runs: &[RunResult], kernels: &[String]) -> Result<Comparison, Com
     if ok.is_empty() {
         return Err(CompareError::NoRuns);
     }
+    // A kernel with runs, none successful, stays in the order (judged on its failures).
     let order = kernel_order(runs, kernels);
     for k in &order {
-        if !ok.iter().any(|r| &r.info.kernel == k) {
+        if !runs.iter().any(|r| &r.info.kernel == k) {
             return Err(CompareError::MissingKernel(k.clone()));
         }
     }

@@ -16,6 +16,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
+pub mod design;
+
 use super::judgement::{spec_of, EFFECT_ALPHA};
 use super::{mean, variance, Comparison};
 use crate::results::RunResult;

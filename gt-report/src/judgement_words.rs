@@ -88,13 +88,50 @@ fn ordering_line(k: &KernelJudgement) -> String {
         _ => "ordering not checked".to_string(),
     };
     if let Some(n) = &o.note {
-        line.push_str(&format!(" ({n})"));
+        line.push_str(&format!(
+            " ({n}: those tests do not vouch for this kernel's code)"
+        ));
     }
     line
 }
 
+/// Rule 2 for the rules that read no interval: the boots, the kernel log, what was not measured.
+fn decided_without_figures(k: &KernelJudgement, base: &str) -> Option<String> {
+    let j = k.judgement.as_str();
+    Some(match k.decided_by.as_str() {
+        "baseline boots failed" => format!(
+            "{j}: {} of {base}'s {} boots failed ({}): a failure of this kernel could not be told from the baseline's",
+            k.base_boots.failed.len(),
+            k.base_boots.boots,
+            k.base_boots.failed.first().map_or("", |f| f.line.as_str())
+        ),
+        "boots failed" => format!(
+            "{j}, decided by its boots: {} of {} failed or timed out where every boot of {base} ended; {}: {}",
+            k.boots.failed.len(),
+            k.boots.boots,
+            k.boots.failed.first().map_or("", |f| f.run.as_str()),
+            k.boots.failed.first().map_or("", |f| f.line.as_str())
+        ),
+        "kernel log" => format!(
+            "{j}, decided by the kernel log: {} that no boot of {base} logged (in {} of {} boots): {}",
+            k.boots.new_log.first().map_or("", |l| l.class.as_str()),
+            k.boots.new_log.first().map_or(0, |l| l.boots),
+            k.boots.boots,
+            k.boots.new_log.first().map_or("", |l| l.line.as_str())
+        ),
+        "not measured" => format!(
+            "{j}: not measured on a side, so not passed: {}",
+            k.not_measured.join(", ")
+        ),
+        _ => return None,
+    })
+}
+
 /// Rule 2: the deciding line.
 fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String {
+    if let Some(line) = decided_without_figures(k, base) {
+        return line;
+    }
     let mech = k.mechanism_metrics.first();
     let mech_ratio = mech.map_or("-".into(), |m| ratio_words(m.ratio.as_ref()));
     let floor = fmt_num(1.0 - spec.min_reduction);
@@ -115,7 +152,25 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
         "mechanism increased" => format!(
             "{j}, decided by the mechanism: the request irq threads wait more than on {base}"
         ),
-        "too few boots" => format!("{j}: fewer than 2 boots of a kernel, no interval"),
+        "too few boots" => format!("{j}: fewer than 2 successful boots of a kernel, no interval"),
+        "ordering not checked" => format!(
+            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but the \
+             memory model did not judge this kernel's code ({}): a litmus test beside the patch \
+             (FILE.patch -> FILE.litmus, images/patches/README.md) would decide",
+            k.ordering.note.as_deref().unwrap_or("no test ran")
+        ),
+        "effect not shown within the margin" => format!(
+            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s) and no effect \
+             is significantly worse, but {} reach past the {:.0} % margin: these boots do not \
+             show that nothing got worse",
+            k.effects
+                .iter()
+                .filter(|e| e.within_margin != Some(true))
+                .map(|e| format!("`{}` at {}", e.metric, ratio_words(e.ratio.as_ref())))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            spec.effect_margin * 100.0
+        ),
         "effect unclear" => format!(
             "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but {} \
              beyond the {:.0} % margin at p < 0.05 (not after the correction for every effect): \
@@ -130,14 +185,12 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
         ),
         "mechanism reduced" => format!(
             "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
-             of {base}'s, the interval below {floor} (a reduction counts from {:.0} %), no \
-             effect worse, no guard increased{}",
+             of {base}'s, the interval below {floor} (a reduction counts from {:.0} %), every \
+             effect's interval within the {:.0} % margin, no guard increased, every boot ended \
+             with nothing new in the kernel log, and no stranded request in the memory model on \
+             this kernel's code",
             spec.min_reduction * 100.0,
-            if k.ordering.answer == "never" {
-                ", and no stranded request in the memory model"
-            } else {
-                "; ordering not checked"
-            }
+            spec.effect_margin * 100.0
         ),
         "mechanism unchanged" => format!(
             "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
@@ -152,9 +205,44 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
     }
 }
 
+/// The boots' line: how many ended, which failed and why, what the kernel log said.
+fn boots_line(k: &KernelJudgement, base: &str) -> String {
+    let b = &k.boots;
+    let mut line = format!("boots: {} of {} ended", b.ok, b.boots);
+    for f in &b.failed {
+        line.push_str(&format!("; {} {} ({})", f.run, f.state, f.line));
+    }
+    if b.emulator > 0 {
+        line.push_str(&format!(
+            "; {} lost to TCG's stale int3 (the emulated machine's, not counted)",
+            b.emulator
+        ));
+    }
+    match (b.new_log.is_empty(), b.shared_log.is_empty()) {
+        (true, true) => {
+            line.push_str("; kernel log: no warning, BUG, Oops, panic, lockup, stall or hung task")
+        }
+        _ => {
+            for l in &b.new_log {
+                line.push_str(&format!(
+                    "; kernel log, not in {base}'s: {} ({} of {} boots)",
+                    l.line, l.boots, b.boots
+                ));
+            }
+            for l in &b.shared_log {
+                line.push_str(&format!(
+                    "; kernel log, as in {base}'s: {} ({} of {} boots)",
+                    l.line, l.boots, b.boots
+                ));
+            }
+        }
+    }
+    line
+}
+
 /// Every reason of `k`, deciding one first (rules 1-2).
 pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<String> {
-    let mut out = vec![decided_line(k, spec, base)];
+    let mut out = vec![decided_line(k, spec, base), boots_line(k, base)];
     for (i, m) in k.mechanism_metrics.iter().enumerate() {
         out.push(if i == 0 {
             metric_line("mechanism (decides)", m, m.class.as_str())
@@ -166,11 +254,32 @@ pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<Str
         out.push(metric_line("per lock", l, "figures only"));
     }
     for e in &k.effects {
+        let margin = match e.within_margin {
+            Some(true) => format!(
+                "; interval within the {:.0} % margin",
+                spec.effect_margin * 100.0
+            ),
+            _ => format!(
+                "; interval reaches past the {:.0} % margin",
+                spec.effect_margin * 100.0
+            ),
+        };
         out.push(metric_line(
             "effect",
             e,
-            &effect_words(e.class, k.effects.len()),
+            &(effect_words(e.class, k.effects.len()) + &margin),
         ));
+    }
+    if k.boots.ok == 0 {
+        out.push(
+            "not measured: no boot of this kernel ended, so no figure of the [judgement]".into(),
+        );
+    } else {
+        for m in &k.not_measured {
+            out.push(format!(
+                "not measured: `{m}` has no value on one side: not passed"
+            ));
+        }
     }
     out.push(ordering_line(k));
     out
@@ -195,10 +304,14 @@ pub fn fill_reasons(v: &mut Verdict) {
 /// Rule 3.
 pub const CAVEATS: &str = "How to read it: each kernel is compared with the baseline alone, \
 every interval is a 95 % Welch interval on the logarithms (a ratio of geometric means); the \
-effects decide at 0.05 divided by their number (Bonferroni), nothing is corrected across \
-kernels. The mechanism counts what the kernel's lock code \
-traces (lock:contention_begin/end of the request irq threads): a lock it does not trace (a bit \
-spinlock, an open-coded spin) is invisible to it, and the effects still judge such a patch. \
+effects decide `worse` at 0.05 divided by their number (Bonferroni), and `improved` needs each \
+effect's interval on the good side of its margin; nothing is corrected across kernels. Every \
+boot counts: a failed or timed-out boot, or a report in the kernel log that no baseline boot \
+has, makes a kernel worse. The mechanism counts what the kernel's lock code traces \
+(lock:contention_begin/end of the request irq threads) and, beside it, their failed trylocks \
+and CPU time: a wait none of these sees (a bit spinlock, an open-coded spin on a plain flag \
+that costs no more CPU than the sleep it replaces) is invisible to it, and the effects still \
+judge such a patch. \
 `unsafe` comes only from the kernel memory model (herd7 on tools/memory-model of the kernel's \
 own source), never from a measurement: an x86 guest cannot show a reordering that TSO forbids.";
 

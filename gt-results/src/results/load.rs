@@ -74,13 +74,19 @@ pub fn sort_runs(runs: &mut [RunResult]) {
 }
 
 /// The baseline rule: `requested` when given, else the kernels of the successful runs in order
-/// of first appearance (so the kernel of the earliest successful run is the baseline).
+/// of first appearance (so the kernel of the earliest successful run is the baseline), then the
+/// kernels none of whose runs succeeded, in the same order: a kernel that failed every boot is
+/// still a kernel of the run, to be judged on its failures.
 pub fn kernel_order(runs: &[RunResult], requested: &[String]) -> Vec<String> {
     if !requested.is_empty() {
         return requested.to_vec();
     }
     let mut order: Vec<String> = Vec::new();
-    for r in runs.iter().filter(|r| r.status.is_ok()) {
+    let ok_first = runs
+        .iter()
+        .filter(|r| r.status.is_ok())
+        .chain(runs.iter().filter(|r| !r.status.is_ok()));
+    for r in ok_first {
         if !order.contains(&r.info.kernel) {
             order.push(r.info.kernel.clone());
         }

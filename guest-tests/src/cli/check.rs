@@ -54,10 +54,11 @@ pub enum CheckCmd {
         /// Kernel order, first = baseline (default: the first kernel that ran).
         #[arg(long)]
         kernels: Option<String>,
-        /// KERNEL=J[/J...]: what KERNEL must get (improved, unchanged, worse, unsafe,
-        /// undecided); repeatable.
+        /// KERNEL=J[/J...][:RULE]: what KERNEL must get (improved, unchanged, worse, unsafe,
+        /// undecided) and, with :RULE, the rule that must decide it (its `decided_by`, words
+        /// joined by '-': `worse:kernel-log`, `worse:boots-failed`); repeatable.
         #[arg(long = "expect", value_parser = expectation, required = true)]
-        expect: Vec<(String, Vec<String>)>,
+        expect: Vec<Expectation>,
     },
     /// Kill-test runs: every write the guest saw acknowledged before a completed flush (write
     /// cache off: every acknowledged write) is in the run's image, byte for byte. One
@@ -72,27 +73,35 @@ pub enum CheckCmd {
     },
 }
 
-/// `KERNEL=J[/J...]` with each J a judgement's name.
-fn expectation(s: &str) -> Result<(String, Vec<String>), String> {
-    let (k, js) = s
+/// One `--expect`: the kernel, the judgements it may get, the rule that must decide.
+pub type Expectation = (String, Vec<String>, Option<String>);
+
+/// `KERNEL=J[/J...][:RULE]` with each J a judgement's name.
+fn expectation(s: &str) -> Result<Expectation, String> {
+    let (k, rest) = s
         .split_once('=')
-        .ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...]")?;
+        .ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...][:RULE]")?;
+    let (js, rule) = match rest.split_once(':') {
+        Some((js, r)) if !r.is_empty() => (js, Some(r.replace('-', " "))),
+        Some(_) => return Err("an empty :RULE".into()),
+        None => (rest, None),
+    };
     let names = ["improved", "unchanged", "worse", "unsafe", "undecided"];
     let js: Vec<String> = js.split('/').map(str::to_string).collect();
     if k.is_empty() || js.iter().any(|j| !names.contains(&j.as_str())) {
         return Err(format!(
-            "must be KERNEL=J[/J...] with J one of {}",
+            "must be KERNEL=J[/J...][:RULE] with J one of {}",
             names.join(", ")
         ));
     }
-    Ok((k.to_string(), js))
+    Ok((k.to_string(), js, rule))
 }
 
 /// `check judgement`.
 fn check_judgement(
     dir: &std::path::Path,
     kernels: Option<&str>,
-    expect: &[(String, Vec<String>)],
+    expect: &[Expectation],
 ) -> Result<(), String> {
     let runs = read_runs(dir)?;
     let c = crate::compare::compare(&runs, &super::split_kernels(kernels))
@@ -103,7 +112,8 @@ fn check_judgement(
     }
     print!("{}", crate::report::judgement_lines(&js));
     let spec = crate::compare::judgement::spec_of(&runs).map_or(0, |s| s.locks.len());
-    if let Some(k) = js.iter().find(|k| k.locks.len() < spec) {
+    // A kernel none of whose boots ended has no figures at all: its judgement says why.
+    if let Some(k) = js.iter().find(|k| k.boots.ok > 0 && k.locks.len() < spec) {
         return Err(format!(
             "{}: {} of the suite's {spec} per-lock figures (the lock addresses were not recorded)",
             k.kernel,
@@ -121,17 +131,19 @@ fn check_judgement(
             );
         }
     }
-    for (k, want) in expect {
+    for (k, want, rule) in expect {
         let got = js
             .iter()
             .find(|j| &j.kernel == k)
             .ok_or_else(|| format!("{k}: not judged in {}", dir.display()))?;
-        if !want.iter().any(|w| w == got.judgement.as_str()) {
+        let rule_ok = rule.as_ref().is_none_or(|r| r == &got.decided_by);
+        if !want.iter().any(|w| w == got.judgement.as_str()) || !rule_ok {
             return Err(format!(
-                "{k}: {} ({}), expected {}",
+                "{k}: {} ({}), expected {}{}",
                 got.judgement.as_str(),
                 got.decided_by,
-                want.join(" or ")
+                want.join(" or "),
+                rule.as_ref().map_or(String::new(), |r| format!(" ({r})"))
             ));
         }
     }
@@ -139,7 +151,10 @@ fn check_judgement(
         "as expected: {}",
         expect
             .iter()
-            .map(|(k, w)| format!("{k} {}", w.join("/")))
+            .map(|(k, w, r)| match r {
+                Some(r) => format!("{k} {} ({r})", w.join("/")),
+                None => format!("{k} {}", w.join("/")),
+            })
             .collect::<Vec<_>>()
             .join(", ")
     );

@@ -222,5 +222,48 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
         compare::power::POWER * 100.0
     );
     print!("{}", report::markdown_rows(&header, &body));
+    print_design(&compare::power::design::design_rows(&c, &runs, 8));
     ExitCode::SUCCESS
+}
+
+/// `compare --power`'s second table: the chances a design of n boots per kernel gives
+/// (compare::power::design).
+fn print_design(rows: &[compare::power::design::DesignRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let pct = |v: f64| format!("{:.0} %", v * 100.0);
+    let list = |v: &[f64]| v.iter().map(|x| pct(*x)).collect::<Vec<_>>().join(" / ");
+    let header: Vec<String> = [
+        "kernel",
+        "n",
+        "P(mechanism reduced)",
+        "P(each effect within margin)",
+        "P(improved)",
+        "10 % loss of each effect: P(worse)",
+        "... P(improved)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.kernel.clone(),
+                r.n.to_string(),
+                pct(r.p_mechanism),
+                list(&r.p_within),
+                pct(r.p_improved),
+                list(&r.p_loss_caught),
+                list(&r.p_loss_improved),
+            ]
+        })
+        .collect();
+    println!(
+        "\nThe design at n boots per kernel, these runs' ratios and spreads taken as true \
+         (compare::power::design: normal approximation, the metrics treated as independent; \
+         effects in the [judgement]'s order):\n"
+    );
+    print!("{}", report::markdown_rows(&header, &body));
 }
