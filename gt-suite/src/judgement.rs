@@ -18,6 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SuiteSpec;
+
 /// A suite's `[judgement]` table, copied into every run's results.json (`info.judgement`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,5 +67,17 @@ impl JudgementSpec {
             .chain(&self.guards)
             .chain(&self.locks)
             .chain(&self.effects)
+    }
+}
+
+impl SuiteSpec {
+    /// The metric that decides about a kernel: the `[judgement]`'s mechanism when the suite has
+    /// one (what the irq threads wait for, whatever function takes the lock), else its
+    /// `primary_metric`. Bisection classifies by it and the per-boot progress line shows it.
+    pub fn deciding_metric(&self) -> Option<&str> {
+        self.judgement
+            .as_ref()
+            .map(|j| j.mechanism.as_str())
+            .or(self.primary_metric.as_deref())
     }
 }

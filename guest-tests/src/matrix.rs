@@ -374,7 +374,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
                 say(format!("run {} failed: {:?}", p.dir, rec.status));
             }
             if !tty || !cfg.boot.progress {
-                say(run_line(done, planned.len(), p, &rec, primary.as_deref()));
+                let deciding = prep.suite.spec.deciding_metric();
+                say(run_line(done, planned.len(), p, &rec, deciding));
             }
             done += 1;
             index.runs.push(index_entry(p, &rec, attempts));

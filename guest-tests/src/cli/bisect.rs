@@ -16,7 +16,8 @@ use crate::results::load_runs;
 pub struct StepArgs {
     #[arg(long)]
     suite: String,
-    /// The metric that decides (default: the suite's primary_metric).
+    /// The metric that decides (default: the suite's `[judgement]` mechanism, else its
+    /// primary_metric).
     #[arg(long)]
     metric: Option<String>,
     /// P(a good kernel is called bad) per step (Wald's bound of the SPRT).
@@ -112,11 +113,14 @@ impl StepArgs {
     fn check(self) -> Result<(BootConfig, ClassifierPlan), String> {
         let boot = self.boot.check(&self.suite)?;
         let suite = &boot.suite;
-        let metric = match self.metric.or_else(|| suite.spec.primary_metric.clone()) {
+        let metric = match self
+            .metric
+            .or_else(|| suite.spec.deciding_metric().map(str::to_string))
+        {
             Some(m) => m,
             None => {
                 return Err(format!(
-                    "suite '{}' names no primary_metric: give --metric",
+                    "suite '{}' names neither a [judgement] nor a primary_metric: give --metric",
                     suite.name
                 ))
             }

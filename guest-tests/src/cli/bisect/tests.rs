@@ -45,7 +45,7 @@ fn commits_are_listed_oldest_first_from_the_good_end() {
     let subjects: Vec<&str> = c.cands.iter().map(|(c, _)| c.subject.as_str()).collect();
     assert_eq!(subjects, ["good one", "change 0", "change 1", "change 2"]);
     assert!(c.cands[3].1.text.contains(&format!("@{}", c.cands[3].0.id)));
-    assert_eq!(c.boot.metric, "rt-lock-randread.qlock_wait_ms_per_kio");
+    assert_eq!(c.boot.metric, "rt-lock-randread.qlockaddr_count_per_kio");
     assert!(!out.exists(), "validation creates nothing");
 }
 
@@ -115,7 +115,7 @@ fn bad_bisect_input_is_one_line_and_creates_nothing() {
 fn bad_judge_input_is_one_line_and_creates_nothing() {
     let t = tree();
     let refs = tempfile::tempdir().unwrap();
-    let metric = "rt-lock-randread.qlock_wait_ms_per_kio";
+    let metric = "rt-lock-randread.qlockaddr_count_per_kio";
     for (i, (k, v)) in [("g", 0.0), ("g", 0.0), ("b", 9.0), ("b", 14.0)]
         .iter()
         .enumerate()
