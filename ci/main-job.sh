@@ -3,14 +3,14 @@
 # base kernel (docs/verdict.md): rt128 and rt128+seed000-v7 (Debian's 6.12 with PREEMPT_RT),
 # suite seed000-scale, cell q120-c2, REPEAT boots each; prints each fix kernel's judgement
 # (improved / unchanged / worse / unsafe / undecided) with its reasons, then the figures, and
-# writes report.md / report.html under OUT. Environment: REPEAT (4: docs/verdict.md, "Design"),
+# writes report.md / report.html under OUT. Environment: REPEAT (5: docs/verdict.md, "Design"),
 # LINE (rt; rt73 takes FIX=seed000-v8), FIX, KERNELS (first = baseline), VARIANT, DESIGN
 # (interleaved | paired), HOST_SCHED (short | nice | normal | rt), BUILTIN=1 (QEMU's built-in
 # virtio-scsi beside it), OUT, VB_CACHE, QEMU (7.2 | 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REPEAT=${REPEAT:-4}
+REPEAT=${REPEAT:-5}
 LINE=${LINE:-rt}
 FIX=${FIX:-seed000-v7}
 base=$LINE+cpus128

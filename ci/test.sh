@@ -75,20 +75,32 @@ step "guest images (debian-rt and debian-rt73 kernels + initramfs with static fi
 # image builder's private sources list (images/kernels.toml); the host's apt sources stay as
 # they are.
 cargo run -q -p guest-tests -- images build debian-rt debian-rt73
-# The verdict's control pair (docs/verdict.md): rt128 against rt128+lockhelper, the queue_lock
-# re-check moved unchanged into a helper, 3 boots each in the main job's suite and cell, judged:
-# it must not be improved, and the queue_lock must be named by its address on both kernels
-# (`check judgement` fails when a per-lock figure is missing). ~5 min of kernel build, ~4 min
-# of boots. Before the tree kernel below: a tree is built as rt128 is, so its cold build finds
-# rt128's objects in ccache. VB_CONTROL_PAIR=0 leaves it out.
+# The verdict's controls (docs/verdict.md, "The controls"): rt128 against one control of each
+# kind, 2 boots each in the main job's suite and cell, interleaved, judged: the queue_lock in a
+# helper and in a spin_trylock() loop must not be improved (the trylock loop is seen by the
+# failed-trylock and CPU guards, not by the contention tracepoints), v7 with a weakened barrier
+# and no litmus test must not be improved (ordering not checked on its code), v7 plus a
+# WARN_ONCE under I/O must be worse (the kernel log), v7 plus a panic in 7 boots of 8 (both boots
+# survive with chance 1/64) and v7 plus a lost queue run (the I/O hangs: each such boot waits for
+# the suite's 150 s timeout) must be worse (their boots). The queue_lock must be named by its address
+# on every kernel with a successful boot (`check judgement` fails when a per-lock figure is
+# missing). ~5 min of kernel builds (cold rt128, then ~10 s each), ~10 min of boots. Before the
+# tree kernel below: a tree is built as rt128 is, so its cold build finds rt128's objects in
+# ccache. VB_CONTROL_PAIR=0 leaves it out.
 if [ "${VB_CONTROL_PAIR:-1}" = 1 ]; then
-    step "the verdict's control pair: rt128 against rt128+lockhelper, judged"
+    step "the verdict's controls: rt128 against one control of each kind, judged"
     ci/fetch-herd7.sh
     pair=$(mktemp -d)
     cargo run -q -p guest-tests -- run --suite seed000-scale --variant q120-c2 --host-sched short \
-        --kernels rt128,rt128+lockhelper --repeat 3 --no-progress --out "$pair/run" | tail -n 1
+        --kernels rt128,rt128+lockhelper,rt128+trylockspin,rt128+wrongbarrier,rt128+warnonce,rt128+panicsome,rt128+hang \
+        --repeat 2 --no-progress --out "$pair/run" | tail -n 1
+    cargo run -q -p guest-tests -- compare "$pair/run" --verdict | sed -n '1,/^$/p'
     cargo run -q -p guest-tests -- check judgement "$pair/run" \
-        --expect rt128+lockhelper=unchanged/undecided/worse
+        --expect rt128+lockhelper=unchanged/undecided/worse \
+        --expect rt128+trylockspin=unchanged/undecided/worse \
+        --expect rt128+wrongbarrier=unchanged/undecided/worse/unsafe \
+        --expect rt128+warnonce=worse:kernel-log --expect rt128+panicsome=worse:boots-failed \
+        --expect rt128+hang=worse:boots-failed
     rm -rf "$pair"
 fi
 # An ad-hoc kernel from a git tree (Debian's source as a git repo), built and booted: one cold
