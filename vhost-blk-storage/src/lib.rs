@@ -32,6 +32,8 @@ mod file;
 mod health;
 mod logged;
 mod null;
+#[cfg(any(test, feature = "test-util"))]
+pub mod probe;
 mod ranges;
 pub mod trace;
 pub mod writelog;
