@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod disk;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;

@@ -1,0 +1,164 @@
+//! One queue of either personality as a disk of 512-byte sectors: write, flush, read, and
+//! the cache-mode switch, for the data-guarantee tests (power loss, write errors, kills).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use vhost_blk_frontend::scsi::FIRST_REQUEST_QUEUE;
+use vhost_blk_frontend::{
+    scsi_connect_options, BlkRequest, ConnectOptions, Connection, QueueHandle, ScsiRequest,
+};
+
+pub const T: Duration = Duration::from_secs(20);
+
+/// Which device the backend runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Blk,
+    Scsi,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Blk => "blk",
+            Kind::Scsi => "scsi",
+        }
+    }
+
+    /// Backend arguments choosing the device.
+    pub fn args(self) -> Vec<String> {
+        match self {
+            Kind::Blk => vec![],
+            Kind::Scsi => vec!["--device".into(), "scsi".into()],
+        }
+    }
+
+    /// Connects with `queues` request queues.
+    pub fn connect(self, socket: &std::path::Path, queues: u16) -> Connection {
+        let opts = match self {
+            Kind::Blk => ConnectOptions {
+                num_queues: queues,
+                ..ConnectOptions::default()
+            },
+            Kind::Scsi => scsi_connect_options(queues),
+        };
+        Connection::connect(socket, &opts).unwrap()
+    }
+
+    /// Request queue `i` of `conn` as a disk.
+    pub fn queue(self, conn: &mut Connection, i: usize) -> QueueDisk {
+        let first = if self == Kind::Blk {
+            0
+        } else {
+            FIRST_REQUEST_QUEUE
+        };
+        let q = conn.take_queue(first + i).unwrap();
+        let ram = q.ram.clone();
+        let req = match self {
+            Kind::Blk => Req::Blk(BlkRequest::new(&ram, 64 * 1024).unwrap()),
+            Kind::Scsi => Req::Scsi(ScsiRequest::new(&ram, 64 * 1024).unwrap()),
+        };
+        QueueDisk { q, req }
+    }
+}
+
+enum Req {
+    Blk(BlkRequest),
+    Scsi(ScsiRequest),
+}
+
+/// How a request ended: virtio-blk's status byte, or SCSI status and sense.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub ok: bool,
+    /// (key, ASC, ASCQ) for SCSI CHECK CONDITION.
+    pub sense: Option<(u8, u8, u8)>,
+    /// virtio-blk status byte (0 OK, 1 IOERR, 2 UNSUPP), or SCSI status.
+    pub code: u8,
+}
+
+/// One queue and one request slot.
+pub struct QueueDisk {
+    pub q: QueueHandle,
+    req: Req,
+}
+
+impl QueueDisk {
+    fn run(&mut self) -> Status {
+        let bufs = match &self.req {
+            Req::Blk(r) => r.bufs(),
+            Req::Scsi(r) => r.bufs(),
+        };
+        let head = self.q.submit(&bufs).unwrap();
+        let used = self.q.wait(T).unwrap();
+        assert_eq!(used.len(), 1);
+        assert_eq!(used[0].id, head);
+        match &self.req {
+            Req::Blk(r) => {
+                let res = r.result(used[0].len).unwrap();
+                Status {
+                    ok: res.status == 0,
+                    sense: None,
+                    code: res.status,
+                }
+            }
+            Req::Scsi(r) => {
+                let res = r.result(used[0].len).unwrap();
+                Status {
+                    ok: res.is_good(),
+                    sense: res.sense_code(),
+                    code: res.status,
+                }
+            }
+        }
+    }
+
+    /// Writes `data` (whole sectors) at `sector`.
+    pub fn write(&mut self, sector: u64, data: &[u8]) -> Status {
+        match &mut self.req {
+            Req::Blk(r) => {
+                r.write(sector, data).unwrap();
+            }
+            Req::Scsi(r) => {
+                r.write16(sector, data).unwrap();
+            }
+        }
+        self.run()
+    }
+
+    /// FLUSH / SYNCHRONIZE CACHE(10) of the whole disk.
+    pub fn flush(&mut self) -> Status {
+        match &mut self.req {
+            Req::Blk(r) => {
+                r.flush().unwrap();
+            }
+            Req::Scsi(r) => {
+                r.synchronize_cache(0, 0).unwrap();
+            }
+        }
+        self.run()
+    }
+
+    /// Reads `len` bytes at `sector`.
+    pub fn read(&mut self, sector: u64, len: u32) -> (Status, Vec<u8>) {
+        match &mut self.req {
+            Req::Blk(r) => {
+                r.read(sector, len).unwrap();
+            }
+            Req::Scsi(r) => {
+                r.read16(sector, len / 512).unwrap();
+            }
+        }
+        let s = self.run();
+        let data = match &self.req {
+            Req::Blk(r) => r.data().unwrap(),
+            Req::Scsi(r) => r.data().unwrap(),
+        };
+        (s, data)
+    }
+
+    pub fn ram(&self) -> Arc<vhost_blk_frontend::GuestRam> {
+        self.q.ram.clone()
+    }
+}
