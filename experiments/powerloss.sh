@@ -7,7 +7,12 @@
 # no-flush, must be found in the first 10 states) and an acknowledgement before the write
 # reaches the file (--test-fault early-ack). Debug build: release builds refuse --test-fault.
 #
-# Usage: experiments/powerloss.sh            (STATES=1000 OPS=800 OUT=docs/results/powerloss)
+# Then the other figures of issue 56: the sticky write errors under injected EIO and ENOSPC
+# (tests/write_errors.rs: flushes acknowledged after a lost write, every queue, both devices,
+# both cache modes; root for the tmpfs) and the mixed O_DIRECT test (vhost-blk-storage
+# tests/direct_mixed.rs: operations and lost completed writes).
+#
+# Usage: experiments/powerloss.sh   (STATES=1000 OPS=800 MIXED_OPS=100000 OUT=docs/results/powerloss)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-docs/results/powerloss}
@@ -37,4 +42,15 @@ print(f"# no-flush: found in {sum(1 for r in nf if r['first_violating_state'] is
 ea = [r for r in rows if r["fault"] == "early-ack"]
 print(f"# early-ack: found in {sum(1 for r in ea if r['violating_states'] > 0)} of {len(ea)} modes")
 PY
+    cargo test -q -p vhost-blk --test write_errors -- --nocapture 2>/dev/null \
+        | grep -o 'WRITE-ERRORS-RESULT {.*}' | sed 's/^WRITE-ERRORS-RESULT //' >"$OUT/write-errors.jsonl"
+    python3 - "$OUT/write-errors.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    print(f"write errors: {r['device']:4} {r['cache']:13} {r['fault']:24} flushes after the lost write {r['flushes_after_lost_write']} on {r['queues']} queues, acknowledged {r['flushes_acknowledged']}, write-through writes acknowledged {r['write_through_writes_acknowledged']}")
+print(f"# write errors: {len(rows)} cases, {sum(r['flushes_acknowledged'] for r in rows)} flushes acknowledged after a lost write")
+PY
+    VB_MIXED_OPS=${MIXED_OPS:-100000} cargo test -q -p vhost-blk-storage --test direct_mixed -- --nocapture 2>/dev/null \
+        | grep -o 'MIXED-DIRECT-RESULT {.*}' | sed 's/^MIXED-DIRECT-RESULT /# mixed O_DIRECT: /'
 } | tee "$OUT/summary.txt"
