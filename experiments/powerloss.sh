@@ -12,7 +12,10 @@
 # both cache modes; root for the tmpfs) and the mixed O_DIRECT test (vhost-blk-storage
 # tests/direct_mixed.rs: operations and lost completed writes).
 #
-# Usage: experiments/powerloss.sh   (STATES=1000 OPS=800 MIXED_OPS=100000 OUT=docs/results/powerloss)
+# And the kill test with several writes in flight over shared blocks (tests/kill_inflight.rs).
+#
+# Usage: experiments/powerloss.sh   (STATES=1000 OPS=800 KILLS=5 MIXED_OPS=100000
+#                                    OUT=docs/results/powerloss)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-docs/results/powerloss}
@@ -50,6 +53,16 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:
     print(f"write errors: {r['device']:4} {r['cache']:13} {r['fault']:24} flushes after the lost write {r['flushes_after_lost_write']} on {r['queues']} queues, acknowledged {r['flushes_acknowledged']}, write-through writes acknowledged {r['write_through_writes_acknowledged']}")
 print(f"# write errors: {len(rows)} cases, {sum(r['flushes_acknowledged'] for r in rows)} flushes acknowledged after a lost write")
+PY
+    VB_KILLS=${KILLS:-5} cargo test -q -p vhost-blk --test kill_inflight -- --nocapture --test-threads 1 2>/dev/null \
+        | grep -o 'KILL-INFLIGHT-RESULT {.*}' | sed 's/^KILL-INFLIGHT-RESULT //' >"$OUT/kills.jsonl"
+    python3 - "$OUT/kills.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    print(f"kills: {r['device']:4} {r['storage']:16} {r['cache']:13} {r['fault']:9} {r['kills']} SIGKILLs, {r['queues']} queues x {r['depth']} in flight on {r['blocks']} shared blocks: {r['acknowledged_writes_judged']} acknowledged writes judged, {r['in_flight_at_kill']} in flight at the kills, lost {r['lost']}")
+ok = [r for r in rows if r["fault"] == "none"]
+print(f"# kills: {sum(r['kills'] for r in ok)} kills of the correct backend, {sum(r['acknowledged_writes_judged'] for r in ok)} acknowledged writes judged, {sum(r['lost'] for r in ok)} lost; early-ack found in {sum(1 for r in rows if r['fault'] == 'early-ack' and r['lost'] > 0)} of {sum(1 for r in rows if r['fault'] == 'early-ack')} modes")
 PY
     VB_MIXED_OPS=${MIXED_OPS:-100000} cargo test -q -p vhost-blk-storage --test direct_mixed -- --nocapture 2>/dev/null \
         | grep -o 'MIXED-DIRECT-RESULT {.*}' | sed 's/^MIXED-DIRECT-RESULT /# mixed O_DIRECT: /'

@@ -46,6 +46,15 @@ impl Kind {
         Connection::connect(socket, &opts).unwrap()
     }
 
+    /// The vring index of the first request queue.
+    pub fn first_queue(self) -> usize {
+        if self == Kind::Blk {
+            0
+        } else {
+            FIRST_REQUEST_QUEUE
+        }
+    }
+
     /// Request queue `i` of `conn` as a disk.
     pub fn queue(self, conn: &mut Connection, i: usize) -> QueueDisk {
         let first = if self == Kind::Blk {
@@ -54,12 +63,8 @@ impl Kind {
             FIRST_REQUEST_QUEUE
         };
         let q = conn.take_queue(first + i).unwrap();
-        let ram = q.ram.clone();
-        let req = match self {
-            Kind::Blk => Req::Blk(BlkRequest::new(&ram, 64 * 1024).unwrap()),
-            Kind::Scsi => Req::Scsi(ScsiRequest::new(&ram, 64 * 1024).unwrap()),
-        };
-        QueueDisk { q, req }
+        let slot = Slot::new(self, &q.ram.clone());
+        QueueDisk { q, slot }
     }
 }
 
@@ -78,25 +83,68 @@ pub struct Status {
     pub code: u8,
 }
 
-/// One queue and one request slot.
-pub struct QueueDisk {
-    pub q: QueueHandle,
-    req: Req,
-}
+/// One request's buffers in guest memory, of either personality (reusable).
+pub struct Slot(Req);
 
-impl QueueDisk {
-    fn run(&mut self) -> Status {
-        let bufs = match &self.req {
+impl Slot {
+    pub fn new(kind: Kind, ram: &Arc<vhost_blk_frontend::GuestRam>) -> Self {
+        Slot(match kind {
+            Kind::Blk => Req::Blk(BlkRequest::new(ram, 64 * 1024).unwrap()),
+            Kind::Scsi => Req::Scsi(ScsiRequest::new(ram, 64 * 1024).unwrap()),
+        })
+    }
+
+    /// Prepares a write of `data` (whole sectors) at `sector`.
+    pub fn write(&mut self, sector: u64, data: &[u8]) -> &mut Self {
+        match &mut self.0 {
+            Req::Blk(r) => {
+                r.write(sector, data).unwrap();
+            }
+            Req::Scsi(r) => {
+                r.write16(sector, data).unwrap();
+            }
+        }
+        self
+    }
+
+    /// Prepares a FLUSH / SYNCHRONIZE CACHE(10) of the whole disk.
+    pub fn flush(&mut self) -> &mut Self {
+        match &mut self.0 {
+            Req::Blk(r) => {
+                r.flush().unwrap();
+            }
+            Req::Scsi(r) => {
+                r.synchronize_cache(0, 0).unwrap();
+            }
+        }
+        self
+    }
+
+    /// Prepares a read of `len` bytes at `sector`.
+    pub fn read(&mut self, sector: u64, len: u32) -> &mut Self {
+        match &mut self.0 {
+            Req::Blk(r) => {
+                r.read(sector, len).unwrap();
+            }
+            Req::Scsi(r) => {
+                r.read16(sector, len / 512).unwrap();
+            }
+        }
+        self
+    }
+
+    pub fn bufs(&self) -> Vec<vhost_blk_frontend::Buf> {
+        match &self.0 {
             Req::Blk(r) => r.bufs(),
             Req::Scsi(r) => r.bufs(),
-        };
-        let head = self.q.submit(&bufs).unwrap();
-        let used = self.q.wait(T).unwrap();
-        assert_eq!(used.len(), 1);
-        assert_eq!(used[0].id, head);
-        match &self.req {
+        }
+    }
+
+    /// How the request ended, from its used length.
+    pub fn status(&self, used_len: u32) -> Status {
+        match &self.0 {
             Req::Blk(r) => {
-                let res = r.result(used[0].len).unwrap();
+                let res = r.result(used_len).unwrap();
                 Status {
                     ok: res.status == 0,
                     sense: None,
@@ -104,7 +152,7 @@ impl QueueDisk {
                 }
             }
             Req::Scsi(r) => {
-                let res = r.result(used[0].len).unwrap();
+                let res = r.result(used_len).unwrap();
                 Status {
                     ok: res.is_good(),
                     sense: res.sense_code(),
@@ -114,51 +162,45 @@ impl QueueDisk {
         }
     }
 
+    pub fn data(&self) -> Vec<u8> {
+        match &self.0 {
+            Req::Blk(r) => r.data().unwrap(),
+            Req::Scsi(r) => r.data().unwrap(),
+        }
+    }
+}
+
+/// One queue and one request slot.
+pub struct QueueDisk {
+    pub q: QueueHandle,
+    slot: Slot,
+}
+
+impl QueueDisk {
+    fn run(&mut self) -> Status {
+        let head = self.q.submit(&self.slot.bufs()).unwrap();
+        let used = self.q.wait(T).unwrap();
+        assert_eq!(used.len(), 1);
+        assert_eq!(used[0].id, head);
+        self.slot.status(used[0].len)
+    }
+
     /// Writes `data` (whole sectors) at `sector`.
     pub fn write(&mut self, sector: u64, data: &[u8]) -> Status {
-        match &mut self.req {
-            Req::Blk(r) => {
-                r.write(sector, data).unwrap();
-            }
-            Req::Scsi(r) => {
-                r.write16(sector, data).unwrap();
-            }
-        }
+        self.slot.write(sector, data);
         self.run()
     }
 
     /// FLUSH / SYNCHRONIZE CACHE(10) of the whole disk.
     pub fn flush(&mut self) -> Status {
-        match &mut self.req {
-            Req::Blk(r) => {
-                r.flush().unwrap();
-            }
-            Req::Scsi(r) => {
-                r.synchronize_cache(0, 0).unwrap();
-            }
-        }
+        self.slot.flush();
         self.run()
     }
 
     /// Reads `len` bytes at `sector`.
     pub fn read(&mut self, sector: u64, len: u32) -> (Status, Vec<u8>) {
-        match &mut self.req {
-            Req::Blk(r) => {
-                r.read(sector, len).unwrap();
-            }
-            Req::Scsi(r) => {
-                r.read16(sector, len / 512).unwrap();
-            }
-        }
+        self.slot.read(sector, len);
         let s = self.run();
-        let data = match &self.req {
-            Req::Blk(r) => r.data().unwrap(),
-            Req::Scsi(r) => r.data().unwrap(),
-        };
-        (s, data)
-    }
-
-    pub fn ram(&self) -> Arc<vhost_blk_frontend::GuestRam> {
-        self.q.ram.clone()
+        (s, self.slot.data())
     }
 }
