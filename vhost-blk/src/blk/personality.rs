@@ -102,8 +102,17 @@ impl Personality for BlkPersonality {
     }
 
     fn reset(&self) {
-        self.writeback
-            .store(!self.opts.writethrough, Ordering::Relaxed);
+        // Back to the configured mode. Coming back to write-through from the guest's
+        // write-back, the guest will send no FLUSH for the writes it completed before: they
+        // are flushed here, after the mode is stored (as `set_config` does). A failure leaves
+        // the image failed (storage health): every later write-through write fails.
+        let configured = !self.opts.writethrough;
+        let was = self.writeback.swap(configured, Ordering::SeqCst);
+        if was && !configured {
+            if let Err(e) = self.storage.flush() {
+                tracing::error!(error = %e, "device reset: flushing the write cache failed");
+            }
+        }
         // The area belongs to the device's life before the reset; QEMU makes a new one.
         *self.state() = None;
     }

@@ -255,3 +255,44 @@ fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
         probe.events()
     );
 }
+
+#[test]
+fn a_reset_back_to_write_through_flushes_what_write_back_completed() {
+    use crate::device::Personality;
+    use crate::storage::probe::ProbeStorage;
+    // Configured --writethrough; the guest switched to write-back and wrote. After a device
+    // reset the disk is write-through again and the guest sends no FLUSH for that write.
+    let probe = ProbeStorage::new(1 << 20).unwrap();
+    let p = BlkPersonality::new(
+        probe.clone(),
+        BlkOptions {
+            num_queues: 1,
+            queue_size: 16,
+            block_size: 512,
+            serial: "S".into(),
+            writethrough: true,
+        },
+    );
+    p.acked_features(1 << VIRTIO_BLK_F_CONFIG_WCE);
+    p.set_config(super::super::WRITEBACK_OFFSET as u32, &[1])
+        .unwrap();
+    let m = mem();
+    m.write_slice(&[6u8; 512], GuestAddress(0x20000)).unwrap();
+    hdr(&m, 0x10000, VIRTIO_BLK_T_OUT, 16);
+    run(
+        &p,
+        &m,
+        &[(0x10000, 16, 0), (0x20000, 512, 0), (0x30000, 1, F_WRITE)],
+    );
+    assert_eq!(status(&m, 0x30000), 0);
+    assert!(
+        !probe.flushed_after_write_at(16 * 512),
+        "write-back: not yet"
+    );
+    p.reset();
+    assert!(
+        probe.flushed_after_write_at(16 * 512),
+        "the reset to write-through left a completed write unflushed: {:?}",
+        probe.events()
+    );
+}
