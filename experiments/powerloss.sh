@@ -12,9 +12,10 @@
 # both cache modes; root for the tmpfs) and the mixed O_DIRECT test (vhost-blk-storage
 # tests/direct_mixed.rs: operations and lost completed writes).
 #
-# And the kill test with several writes in flight over shared blocks (tests/kill_inflight.rs).
+# And the kill test with several writes in flight over shared blocks (tests/kill_inflight.rs),
+# and ext4 checked (e2fsck) in power-cut states of a recorded guest run (vhost-blk-replay crash).
 #
-# Usage: experiments/powerloss.sh   (STATES=1000 OPS=800 KILLS=5 MIXED_OPS=100000
+# Usage: experiments/powerloss.sh   (STATES=1000 OPS=800 KILLS=5 FSCK_STATES=1000 MIXED_OPS=100000
 #                                    OUT=docs/results/powerloss)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,18 @@ for r in rows:
 ok = [r for r in rows if r["fault"] == "none"]
 print(f"# kills: {sum(r['kills'] for r in ok)} kills of the correct backend, {sum(r['acknowledged_writes_judged'] for r in ok)} acknowledged writes judged, {sum(r['lost'] for r in ok)} lost; early-ack found in {sum(1 for r in rows if r['fault'] == 'early-ack' and r['lost'] > 0)} of {sum(1 for r in rows if r['fault'] == 'early-ack')} modes")
 PY
+    # ext4 in crash states of a recorded guest run (the committed write log of suite
+    # writelog-ext4): e2fsck in each; then with the flushes ignored (must find damage).
+    cargo build -q -p vhost-blk --bin vhost-blk-replay
+    rp=$(mktemp -d)
+    gzip -dc vhost-blk/tests/data/writelog-ext4.start.img.gz >"$rp/start.img"
+    gzip -dc vhost-blk/tests/data/writelog-ext4.log.gz >"$rp/w.log"
+    for extra in "" "--drop-flushes"; do
+        n=${FSCK_STATES:-1000}; [ -n "$extra" ] && n=10
+        target/debug/vhost-blk-replay crash --image "$rp/start.img" --log "$rp/w.log" --states "$n" $extra \
+            | grep -o 'CRASH-RESULT {.*}' | sed "s/^CRASH-RESULT /# ext4 crash states${extra:+ ($extra)}: /" || true
+    done
+    rm -rf "$rp"
     VB_MIXED_OPS=${MIXED_OPS:-100000} cargo test -q -p vhost-blk-storage --test direct_mixed -- --nocapture 2>/dev/null \
         | grep -o 'MIXED-DIRECT-RESULT {.*}' | sed 's/^MIXED-DIRECT-RESULT /# mixed O_DIRECT: /'
 } | tee "$OUT/summary.txt"
