@@ -14,6 +14,19 @@ fn vhost_blk(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `args` get one line and exit code 2, and none of `created` exists afterwards.
+#[track_caller]
+fn assert_refused(args: &[&str], created: &[&std::path::Path]) {
+    let out = vhost_blk(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("vhost-blk: "), "{err}");
+    for p in created {
+        assert!(!p.exists(), "{args:?} created {}", p.display());
+    }
+}
+
 #[test]
 fn bad_options_exit_2_with_one_line_and_create_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,12 +68,7 @@ fn bad_options_exit_2_with_one_line_and_create_nothing() {
         ],
     ];
     for a in cases {
-        let out = vhost_blk(&a);
-        assert_eq!(out.status.code(), Some(2), "{a:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim_end().lines().count(), 1, "{a:?}: {err}");
-        assert!(err.starts_with("vhost-blk: "), "{err}");
-        assert!(!sock.exists() && !img.exists(), "{a:?} created a file");
+        assert_refused(&a, &[&sock, &img]);
     }
 }
 
@@ -98,12 +106,7 @@ fn test_instruments_are_for_an_image_and_direct_refuses_a_partial_last_block() {
         vec!["--socket-path", s, "--image", t, "--direct"],
     ];
     for a in cases {
-        let out = vhost_blk(&a);
-        assert_eq!(out.status.code(), Some(2), "{a:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim_end().lines().count(), 1, "{a:?}: {err}");
-        assert!(err.starts_with("vhost-blk: "), "{err}");
-        assert!(!sock.exists() && !trace.exists(), "{a:?} created a file");
+        assert_refused(&a, &[&sock, &trace]);
     }
     assert_eq!(
         std::fs::metadata(&tail).unwrap().len(),

@@ -338,29 +338,9 @@ fn run_mode(
     let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
     let img = dir.path().join("disk.img");
     let trace = dir.path().join("disk.trace");
-    let mut args: Vec<String> = kind.args();
-    let (img_s, trace_s) = (
-        img.to_str().unwrap().to_string(),
-        trace.to_str().unwrap().to_string(),
-    );
-    args.extend([
-        "--image".into(),
-        img_s,
-        "--size".into(),
-        "1M".into(),
-        "--syscall-trace".into(),
-        trace_s,
-    ]);
-    args.extend(["--num-queues".into(), QUEUES.to_string()]);
-    if direct {
-        args.push("--direct".into());
-    }
-    if write_through {
-        args.push("--writethrough".into());
-    }
-    if let Some(f) = fault {
-        args.extend(["--test-fault".into(), f.into()]);
-    }
+    let mut args = kind.image_args(&img, QUEUES, (direct, write_through), fault);
+    let trace_s = trace.to_str().unwrap().to_string();
+    args.extend(["--syscall-trace".into(), trace_s]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut backend = Backend::start_in(dir, &argv);
     let seed = 0x5eed_0000 + u64::from(direct) * 2 + u64::from(write_through);

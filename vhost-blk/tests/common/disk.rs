@@ -34,6 +34,31 @@ impl Kind {
         }
     }
 
+    /// Backend arguments for a 1 MiB image at `img` with `queues` request queues, O_DIRECT or
+    /// not, the write cache off or on, and a test fault (`--test-fault`) if given.
+    pub fn image_args(
+        self,
+        img: &std::path::Path,
+        queues: usize,
+        (direct, write_through): (bool, bool),
+        fault: Option<&str>,
+    ) -> Vec<String> {
+        let mut args = self.args();
+        let img = img.to_str().unwrap().to_string();
+        args.extend(["--image".into(), img, "--size".into(), "1M".into()]);
+        args.extend(["--num-queues".into(), queues.to_string()]);
+        if direct {
+            args.push("--direct".into());
+        }
+        if write_through {
+            args.push("--writethrough".into());
+        }
+        if let Some(f) = fault {
+            args.extend(["--test-fault".into(), f.into()]);
+        }
+        args
+    }
+
     /// Connects with `queues` request queues.
     pub fn connect(self, socket: &std::path::Path, queues: u16) -> Connection {
         let opts = match self {
