@@ -9,7 +9,7 @@ use vhost_blk_frontend::{
     scsi_connect_options, BlkRequest, ConnectOptions, Connection, QueueHandle, ScsiRequest,
 };
 
-pub const T: Duration = Duration::from_secs(20);
+pub const T: Duration = Duration::from_secs(60);
 
 /// Which device the backend runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
