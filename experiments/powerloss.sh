@@ -35,10 +35,10 @@ grep -o 'POWERLOSS-RESULT {.*}' "$log" | sed 's/^POWERLOSS-RESULT //' >"$OUT/res
     python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'device':6} {'storage':16} {'cache':13} {'fault':9} {'requests':>8} {'records':>7} {'syncs':>5} {'states':>6} {'checked':>8} {'bad states':>10} {'first bad':>9}")
+print(f"{'device':6} {'storage':16} {'cache':13} {'fault':9} {'requests':>8} {'records':>7} {'syncs':>5} {'states':>6} {'sweep':>5} {'checked':>8} {'bad states':>10} {'first bad':>9}")
 for r in rows:
     first = "-" if r["first_violating_state"] is None else r["first_violating_state"]
-    print(f"{r['device']:6} {r['storage']:16} {r['cache']:13} {r['fault']:9} {r['requests']:>8} {r['trace_records']:>7} {r['syncs']:>5} {r['states']:>6} {r['promised_sectors_checked']:>8} {r['violating_states']:>10} {first:>9}")
+    print(f"{r['device']:6} {r['storage']:16} {r['cache']:13} {r['fault']:9} {r['requests']:>8} {r['trace_records']:>7} {r['syncs']:>5} {r['states']:>6} {r['of_them_sweep']:>5} {r['promised_sectors_checked']:>8} {r['violating_states']:>10} {first:>9}")
 ok = [r for r in rows if r["fault"] == "none"]
 print(f"# correct backend: {sum(r['states'] for r in ok)} crash states in {len(ok)} modes, {sum(r['violating_states'] for r in ok)} with a promised write missing")
 nf = [r for r in rows if r["fault"] == "no-flush"]
