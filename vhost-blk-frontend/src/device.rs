@@ -321,11 +321,17 @@ impl Connection {
         Ok(data)
     }
 
-    /// Writes the configuration space.
+    /// Writes the configuration space and, as QEMU does with REPLY_ACK, waits for the backend
+    /// to say it applied the write (a guest's cache-mode switch is done when this returns).
     pub fn set_config(&mut self, offset: u32, data: &[u8]) -> Result<(), FrontendError> {
         self.frontend
-            .set_config(offset, VhostUserConfigFlags::WRITABLE, data)
-            .map_err(vu("SET_CONFIG"))
+            .set_hdr_flags(vhost::vhost_user::message::VhostUserHeaderFlag::NEED_REPLY);
+        let r = self
+            .frontend
+            .set_config(offset, VhostUserConfigFlags::WRITABLE, data);
+        self.frontend
+            .set_hdr_flags(vhost::vhost_user::message::VhostUserHeaderFlag::empty());
+        r.map_err(vu("SET_CONFIG"))
     }
 
     /// Takes queue `i` out, to drive it from another thread.

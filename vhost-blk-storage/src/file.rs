@@ -5,13 +5,22 @@
 //! is made). With O_DIRECT, a request whose buffers, offset or length are not aligned goes
 //! through an aligned bounce buffer, copied with vm-memory's volatile copies.
 //!
-//! Durability (docs/data-guarantees.md): a completed write is in the host's page cache (or,
-//! with O_DIRECT, handed to the device); [`Storage::flush`] is `fdatasync`. An image created
-//! here (`create_size`) is synced with its directory entry before it is used, so a host crash
-//! after the first FLUSH cannot lose the file itself. An unaligned O_DIRECT write is a
-//! read-modify-write of whole 4 KiB blocks; those are serialized ([`FileStorage::rmw`]), or two
-//! of them on different queues that share a block, each to its own sectors, would each write
-//! back the other's old bytes and one acknowledged write would be lost.
+//! Rules (docs/data-guarantees.md):
+//! 1. A completed write is in the host's page cache (or, with O_DIRECT, handed to the device);
+//!    [`Storage::flush`] is `fdatasync`. An image created here (`create_size`) is synced with
+//!    its directory entry before it is used, so a host crash after the first FLUSH cannot lose
+//!    the file itself.
+//! 2. Write errors are sticky ([`super::health`]): after a failed `fdatasync`, or a write that
+//!    failed on the medium, every later flush fails until the backend is restarted.
+//! 3. With O_DIRECT, every modifying operation holds the 4 KiB blocks it touches
+//!    ([`super::ranges`]): an unaligned write is a read-modify-write of whole blocks, and
+//!    nothing else may change those blocks between its read and its write. An image opened
+//!    with O_DIRECT must be a whole number of 4 KiB blocks (its last block could not be
+//!    written): it is refused at open, before anything is created.
+//! 4. With a syscall trace ([`super::trace`]), every `pwritev`, zeroing `fallocate` and
+//!    `fdatasync` of the image is recorded around the call itself.
+//! 5. Test faults ([`TestFault`]) exist only in debug builds: a release build ignores them and
+//!    the backend refuses the option that sets them.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -22,10 +31,13 @@ use std::sync::Mutex;
 use smallvec::SmallVec;
 use vmm_sys_util::fallocate::{fallocate, FallocateMode};
 
+use super::health::Health;
+use super::ranges::{RangeGuard, RangeLocks};
+use super::trace::SyscallTrace;
 use super::{check_range, iov_len, IoBuf, Storage, StorageError};
 
 /// Alignment O_DIRECT needs for buffers, offsets and lengths (logical block size of the host).
-const DIRECT_ALIGN: usize = 4096;
+pub const DIRECT_ALIGN: usize = 4096;
 /// `preadv`/`pwritev` take at most IOV_MAX (1024) buffers at a time on Linux.
 const IOV_MAX: usize = 1024;
 /// iovecs kept inline: a request of up to this many buffers allocates nothing.
@@ -41,6 +53,16 @@ const _: () = assert!(
         == 2 * std::mem::size_of::<usize>()
 );
 
+/// Deliberately broken behaviour for the power-loss simulator's self-checks (rule 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestFault {
+    /// `flush` calls no `fdatasync` and reports success.
+    NoFlush,
+    /// A write is acknowledged before it reaches the file: it is kept back and written after
+    /// the next `fdatasync`.
+    EarlyAck,
+}
+
 /// A raw image file or memfd.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -48,9 +70,68 @@ pub struct FileStorage {
     size: u64,
     direct: bool,
     read_only: bool,
-    /// Held across an O_DIRECT read-modify-write (module docs): the bounce path only, which
-    /// aligned requests never take.
-    rmw: Mutex<()>,
+    /// Rule 2.
+    health: Health,
+    /// Rule 3 (used only with O_DIRECT).
+    ranges: RangeLocks,
+    /// Rule 4.
+    trace: Option<SyscallTrace>,
+    /// Rule 5.
+    fault: Option<TestFault>,
+    /// Writes kept back by [`TestFault::EarlyAck`].
+    held_back: Mutex<Vec<(u64, Vec<u8>)>>,
+}
+
+/// The bytes of a write: the guest's buffers or the backend's own.
+#[derive(Clone, Copy)]
+enum Src<'a, 'b> {
+    Guest(&'a [IoBuf<'b>]),
+    Own(&'a [u8]),
+}
+
+impl Src<'_, '_> {
+    fn len(&self) -> usize {
+        match self {
+            Src::Guest(b) => iov_len(b) as usize,
+            Src::Own(b) => b.len(),
+        }
+    }
+
+    fn iovecs(&self) -> Iovecs {
+        match self {
+            Src::Guest(b) => iovecs(b),
+            // pwritev only reads through the pointer; the cast satisfies the shared iovec type.
+            Src::Own(b) => std::iter::once(libc::iovec {
+                iov_base: b.as_ptr().cast_mut().cast(),
+                iov_len: b.len(),
+            })
+            .filter(|v| v.iov_len > 0)
+            .collect(),
+        }
+    }
+
+    /// Copies the bytes into `dst` (exactly `len` bytes long).
+    fn copy_into(&self, mut dst: &mut [u8]) {
+        match self {
+            Src::Guest(bufs) => {
+                for b in *bufs {
+                    let n = b.copy_to(dst);
+                    dst = dst.get_mut(n..).unwrap_or_default();
+                }
+            }
+            Src::Own(b) => {
+                if let Some(d) = dst.get_mut(..b.len()) {
+                    d.copy_from_slice(b);
+                }
+            }
+        }
+    }
+
+    fn to_vec(self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len()];
+        self.copy_into(&mut v);
+        v
+    }
 }
 
 impl FileStorage {
@@ -62,6 +143,13 @@ impl FileStorage {
         direct: bool,
         read_only: bool,
     ) -> Result<Self, StorageError> {
+        let unaligned = |size: u64| StorageError::UnalignedDirect {
+            path: path.to_owned(),
+            size,
+        };
+        if let Some(s) = create_size.filter(|s| direct && s % DIRECT_ALIGN as u64 != 0) {
+            return Err(unaligned(s));
+        }
         let mut opts = OpenOptions::new();
         opts.read(true).write(!read_only);
         if direct {
@@ -98,13 +186,24 @@ impl FileStorage {
                 source,
             })?
             .len();
-        Ok(Self {
+        if direct && size % DIRECT_ALIGN as u64 != 0 {
+            return Err(unaligned(size));
+        }
+        Ok(Self::from_file(file, size, direct, read_only))
+    }
+
+    fn from_file(file: File, size: u64, direct: bool, read_only: bool) -> Self {
+        Self {
             file,
             size,
             direct,
             read_only,
-            rmw: Mutex::new(()),
-        })
+            health: Health::default(),
+            ranges: RangeLocks::default(),
+            trace: None,
+            fault: None,
+            held_back: Mutex::new(Vec::new()),
+        }
     }
 
     /// A RAM disk of `size` bytes: an anonymous memfd, so reads and writes need no lock.
@@ -117,12 +216,35 @@ impl FileStorage {
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(size)?;
-        Ok(Self {
-            file,
-            size,
-            direct: false,
-            read_only: false,
-            rmw: Mutex::new(()),
+        Ok(Self::from_file(file, size, false, false))
+    }
+
+    /// Records the image's writes and syncs to a new trace at `path` (rule 4).
+    pub fn with_trace(mut self, path: &Path) -> Result<Self, StorageError> {
+        let sector = if self.direct { DIRECT_ALIGN } else { 512 } as u32;
+        let t = SyscallTrace::create(path, self.size, sector).map_err(|source| {
+            StorageError::Create {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+        self.trace = Some(t);
+        Ok(self)
+    }
+
+    /// Breaks the storage on purpose (rule 5; ignored by release builds).
+    pub fn with_test_fault(mut self, fault: Option<TestFault>) -> Self {
+        self.fault = fault.filter(|_| cfg!(debug_assertions));
+        self
+    }
+
+    /// Rule 3: the whole blocks around `len` bytes at `offset`, held with O_DIRECT.
+    fn hold(&self, offset: u64, len: u64) -> Option<RangeGuard<'_>> {
+        let a = DIRECT_ALIGN as u64;
+        self.direct.then(|| {
+            let start = offset - offset % a;
+            let end = offset.saturating_add(len).div_ceil(a).saturating_mul(a);
+            self.ranges.lock(start, end.max(start + 1))
         })
     }
 
@@ -130,17 +252,86 @@ impl FileStorage {
         if len == 0 {
             return Ok(());
         }
-        fallocate(&self.file, mode, true, offset, len)
-            .map_err(|e| std::io::Error::from_raw_os_error(e.errno()))
+        let r = fallocate(&self.file, mode, true, offset, len)
+            .map_err(|e| std::io::Error::from_raw_os_error(e.errno()));
+        self.health.write_result(r)?;
+        if let Some(t) = &self.trace {
+            t.zero(offset, len);
+        }
+        Ok(())
     }
 
+    /// WRITE ZEROES without `fallocate`: zeros written (the caller holds the range).
     fn write_zero_bytes(&self, mut offset: u64, len: u64) -> Result<(), StorageError> {
         let zeros = vec![0u8; 1 << 20];
         let end = offset + len;
         while offset < end {
             let n = (end - offset).min(zeros.len() as u64) as usize;
-            self.write_at(zeros.get(..n).unwrap_or_default(), offset)?;
+            self.write_held(Src::Own(zeros.get(..n).unwrap_or_default()), offset)?;
             offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// A checked write: its range held (rule 3), then written and recorded.
+    fn write_src(&self, src: Src<'_, '_>, offset: u64) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(StorageError::ReadOnly);
+        }
+        let len = src.len() as u64;
+        check_range(offset, len, self.size)?;
+        let _held = self.hold(offset, len);
+        if self.fault == Some(TestFault::EarlyAck) {
+            self.held_back_list().push((offset, src.to_vec()));
+            return Ok(());
+        }
+        self.write_held(src, offset)
+    }
+
+    /// Writes `src` at `offset` (range checked and held by the caller), records it.
+    fn write_held(&self, src: Src<'_, '_>, offset: u64) -> Result<(), StorageError> {
+        let mut iov = src.iovecs();
+        let r = if self.direct_ok(&iov, offset) {
+            transfer(self.file.as_raw_fd(), &mut iov, offset, pwritev_ffi)
+        } else {
+            self.bounce_write(offset, src.len(), |dst| src.copy_into(dst))
+        };
+        self.health.write_result(r)?;
+        if let Some(t) = &self.trace {
+            t.write(offset, &src.to_vec());
+        }
+        Ok(())
+    }
+
+    fn held_back_list(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Vec<u8>)>> {
+        // A list of owned writes: a panicking holder left it whole.
+        self.held_back.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `fdatasync` under the health rules, recorded (rules 2 and 4).
+    fn sync(&self) -> Result<(), StorageError> {
+        if self.fault == Some(TestFault::NoFlush) {
+            return self.health.check();
+        }
+        self.health.sync(|| {
+            let n = self.trace.as_ref().map(SyscallTrace::sync_start);
+            let r = self.file.sync_data();
+            if let (Some(t), Some(n)) = (&self.trace, n) {
+                t.sync_end(
+                    n,
+                    r.as_ref()
+                        .err()
+                        .map_or(0, |e| e.raw_os_error().unwrap_or(-1)),
+                );
+            }
+            r
+        })?;
+        if self.fault == Some(TestFault::EarlyAck) {
+            let writes = std::mem::take(&mut *self.held_back_list());
+            for (offset, data) in writes {
+                let _held = self.hold(offset, data.len() as u64);
+                self.write_held(Src::Own(&data), offset)?;
+            }
         }
         Ok(())
     }
@@ -168,27 +359,24 @@ impl FileStorage {
         Ok(())
     }
 
-    /// O_DIRECT path for unaligned writes: read-modify-write through an aligned bounce buffer;
-    /// `fill` copies the data into the slice it is given (exactly `len` bytes).
+    /// O_DIRECT path for unaligned writes: read-modify-write through an aligned bounce buffer
+    /// (the caller holds the blocks, rule 3); `fill` copies the data into the slice it is given
+    /// (exactly `len` bytes).
     fn bounce_write(
         &self,
         offset: u64,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
-    ) -> Result<(), StorageError> {
+    ) -> std::io::Result<()> {
         let span = Bounce::new(offset, len, self.size);
         let mut bounce = AlignedBuf::new(span.total);
-        // The lock only orders whole read-modify-writes; nothing it guards can be left half
-        // done by a holder that panicked.
-        let _rmw = self.rmw.lock().unwrap_or_else(|e| e.into_inner());
         if span.head != 0 || len != span.total {
             self.file
                 .read_exact_at(bounce.get_mut(..span.in_file), span.start)?;
         }
         fill(bounce.get_mut(span.head..span.head + len));
         self.file
-            .write_all_at(bounce.get_mut(..span.in_file), span.start)?;
-        Ok(())
+            .write_all_at(bounce.get_mut(..span.in_file), span.start)
     }
 }
 
@@ -347,53 +535,15 @@ impl Storage for FileStorage {
     }
 
     fn write_vectored_at(&self, bufs: &[IoBuf<'_>], offset: u64) -> Result<(), StorageError> {
-        if self.read_only {
-            return Err(StorageError::ReadOnly);
-        }
-        let len = iov_len(bufs);
-        check_range(offset, len, self.size)?;
-        let mut iov = iovecs(bufs);
-        if !self.direct_ok(&iov, offset) {
-            return self.bounce_write(offset, len as usize, |mut dst| {
-                for b in bufs {
-                    let n = b.copy_to(dst);
-                    dst = dst.get_mut(n..).unwrap_or_default();
-                }
-            });
-        }
-        Ok(transfer(
-            self.file.as_raw_fd(),
-            &mut iov,
-            offset,
-            pwritev_ffi,
-        )?)
+        self.write_src(Src::Guest(bufs), offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), StorageError> {
-        if self.read_only {
-            return Err(StorageError::ReadOnly);
-        }
-        check_range(offset, buf.len() as u64, self.size)?;
-        // pwritev only reads through the pointer; the cast satisfies the shared iovec type.
-        let mut iov: Iovecs = std::iter::once(libc::iovec {
-            iov_base: buf.as_ptr().cast_mut().cast(),
-            iov_len: buf.len(),
-        })
-        .filter(|v| v.iov_len > 0)
-        .collect();
-        if !self.direct_ok(&iov, offset) {
-            return self.bounce_write(offset, buf.len(), |dst| dst.copy_from_slice(buf));
-        }
-        Ok(transfer(
-            self.file.as_raw_fd(),
-            &mut iov,
-            offset,
-            pwritev_ffi,
-        )?)
+        self.write_src(Src::Own(buf), offset)
     }
 
     fn flush(&self) -> Result<(), StorageError> {
-        Ok(self.file.sync_data()?)
+        self.sync()
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<(), StorageError> {
@@ -401,6 +551,7 @@ impl Storage for FileStorage {
             return Err(StorageError::ReadOnly);
         }
         check_range(offset, len, self.size)?;
+        let _held = self.hold(offset, len);
         // A discard is advisory: if the file system cannot punch holes, keep the data.
         match self.fallocate(FallocateMode::PunchHole, offset, len) {
             Ok(()) => Ok(()),
@@ -414,6 +565,7 @@ impl Storage for FileStorage {
             return Err(StorageError::ReadOnly);
         }
         check_range(offset, len, self.size)?;
+        let _held = self.hold(offset, len);
         let mode = if may_unmap {
             FallocateMode::PunchHole
         } else {
@@ -567,5 +719,25 @@ mod tests {
         let mut before = vec![0u8; 1000];
         s.read_at(&mut before, 700).unwrap();
         assert_eq!(before, data, "the bounce kept the bytes around the write");
+    }
+
+    #[test]
+    fn direct_refuses_an_image_that_is_not_whole_blocks_and_creates_nothing() {
+        let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
+        std::fs::create_dir_all(target).unwrap();
+        let dir = tempfile::tempdir_in(target).unwrap();
+        let path = dir.path().join("tail.img");
+        std::fs::write(&path, vec![0u8; 4096 + 512]).unwrap();
+        assert!(matches!(
+            FileStorage::open(&path, None, true, false),
+            Err(StorageError::UnalignedDirect { size: 4608, .. })
+        ));
+        assert!(FileStorage::open(&path, None, false, false).is_ok());
+        let new = dir.path().join("new.img");
+        assert!(matches!(
+            FileStorage::open(&new, Some(4608), true, false),
+            Err(StorageError::UnalignedDirect { .. })
+        ));
+        assert!(!new.exists(), "nothing created");
     }
 }

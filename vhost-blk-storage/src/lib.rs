@@ -29,14 +29,19 @@
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
 mod file;
+mod health;
 mod logged;
 mod null;
+#[cfg(any(test, feature = "test-util"))]
+pub mod probe;
+mod ranges;
+pub mod trace;
 pub mod writelog;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use file::FileStorage;
+pub use file::{FileStorage, TestFault, DIRECT_ALIGN};
 pub use logged::LoggedStorage;
 pub use null::NullStorage;
 use vm_memory::VolatileSlice;
@@ -58,8 +63,42 @@ pub enum StorageError {
     OutOfRange { offset: u64, len: u64, size: u64 },
     #[error("storage is read-only")]
     ReadOnly,
+    #[error(
+        "image {path} is {size} bytes, not a whole number of 4096-byte blocks: --direct \
+         cannot write its last block (resize the image or drop --direct)"
+    )]
+    UnalignedDirect { path: PathBuf, size: u64 },
+    /// An earlier write error on this image (module `health`): flushes fail until restart.
+    #[error(
+        "an earlier write to the image failed (errno {errno}): writes since the last \
+         successful flush may be lost; flushes fail until the backend is restarted"
+    )]
+    Failed { errno: i32 },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl StorageError {
+    /// The errno behind an I/O failure, if there is one (a personality maps ENOSPC and EIO to
+    /// different statuses).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            StorageError::Failed { errno } => Some(*errno),
+            StorageError::Io(e) => e.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+/// How to open a storage beyond its spec: test and diagnosis instruments of the image file.
+#[derive(Debug, Clone, Default)]
+pub struct Instruments {
+    /// `--write-log` ([`LoggedStorage`]).
+    pub write_log: Option<PathBuf>,
+    /// `--syscall-trace` ([`trace`]).
+    pub syscall_trace: Option<PathBuf>,
+    /// A deliberately broken storage (debug builds only, [`TestFault`]).
+    pub test_fault: Option<TestFault>,
 }
 
 /// A block store addressed in bytes. Implementations must be safe to call from every queue
@@ -138,8 +177,32 @@ impl StorageSpec {
         &self,
         write_log: Option<&std::path::Path>,
     ) -> Result<Arc<dyn Storage>, StorageError> {
-        let s = self.open()?;
-        Ok(match write_log {
+        self.open_with(&Instruments {
+            write_log: write_log.map(Into::into),
+            ..Instruments::default()
+        })
+    }
+
+    /// Opens the storage with its [`Instruments`] (the trace and the fault apply to an image
+    /// file only; the configuration refuses them for anything else).
+    pub fn open_with(&self, inst: &Instruments) -> Result<Arc<dyn Storage>, StorageError> {
+        let s: Arc<dyn Storage> = match self {
+            StorageSpec::File {
+                path,
+                create_size,
+                direct,
+                read_only,
+            } => {
+                let mut f = FileStorage::open(path, *create_size, *direct, *read_only)?
+                    .with_test_fault(inst.test_fault);
+                if let Some(t) = &inst.syscall_trace {
+                    f = f.with_trace(t)?;
+                }
+                Arc::new(f)
+            }
+            _ => self.open()?,
+        };
+        Ok(match &inst.write_log {
             Some(p) => Arc::new(LoggedStorage::open(s, p)?),
             None => s,
         })

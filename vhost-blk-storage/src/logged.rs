@@ -13,7 +13,9 @@
 //! 3. A failed append fails the request (the guest sees an I/O error) and every later one: a
 //!    log with a hole in it would replay to states the disk never was in.
 //! 4. A log that exists is continued: its records are checked, a record cut short by a killed
-//!    backend is cut off, and the sequence goes on. Its header must describe the same image
+//!    backend is cut off (logged), and the sequence goes on. A record that is whole but fails
+//!    its checks is damage, not a kill: the log is refused at open (the backend exits 2 with the
+//!    byte offset), never silently cut there. Its header must describe the same image
 //!    size. The log is not synced: it records what the backend did, for process kills and
 //!    replays, not for a host crash.
 
@@ -103,8 +105,18 @@ impl LoggedStorage {
                 .map_err(|e| open_err(std::io::Error::other(e)))?
                 .is_some()
             {}
-            if let Some(LogEnd::Truncated(at) | LogEnd::Corrupt(at)) = r.end() {
-                tracing::warn!(at, "write log: cutting off a record cut short or damaged");
+            match r.end() {
+                Some(LogEnd::Truncated(at)) => {
+                    tracing::warn!(at, "write log: cutting off a record cut short by a kill");
+                }
+                Some(LogEnd::Corrupt(at)) => {
+                    return Err(open_err(std::io::Error::other(format!(
+                        "damaged record at byte {at} (not a tail cut short by a kill): \
+                         refusing to continue the log; move it away, or keep its first {at} \
+                         bytes with `truncate -s {at}` if the rest is known to be garbage"
+                    ))));
+                }
+                _ => {}
             }
             let (good, records) = (r.good_len(), r.records());
             file.set_len(good).map_err(open_err)?;
@@ -252,6 +264,16 @@ mod tests {
         assert_eq!(end, Some(LogEnd::Clean));
         assert_eq!(recs.len(), 5);
         assert_eq!(recs[4].0.seq, 4);
+        // A damaged record (not a cut tail): refused, and the log is left as it was.
+        let good = std::fs::metadata(&path).unwrap().len();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[super::super::writelog::HEADER_LEN + 20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = LoggedStorage::open(inner.clone(), &path).unwrap_err();
+        assert!(e.to_string().contains("damaged record at byte 32"), "{e}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+        bytes[super::super::writelog::HEADER_LEN + 20] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
         // Another image size: refused.
         let other: Arc<dyn Storage> = Arc::new(FileStorage::memfd(1 << 21).unwrap());
         assert!(LoggedStorage::open(other, &path).is_err());

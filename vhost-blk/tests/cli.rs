@@ -14,6 +14,19 @@ fn vhost_blk(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `args` get one line and exit code 2, and none of `created` exists afterwards.
+#[track_caller]
+fn assert_refused(args: &[&str], created: &[&std::path::Path]) {
+    let out = vhost_blk(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("vhost-blk: "), "{err}");
+    for p in created {
+        assert!(!p.exists(), "{args:?} created {}", p.display());
+    }
+}
+
 #[test]
 fn bad_options_exit_2_with_one_line_and_create_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,13 +68,51 @@ fn bad_options_exit_2_with_one_line_and_create_nothing() {
         ],
     ];
     for a in cases {
-        let out = vhost_blk(&a);
-        assert_eq!(out.status.code(), Some(2), "{a:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim_end().lines().count(), 1, "{a:?}: {err}");
-        assert!(err.starts_with("vhost-blk: "), "{err}");
-        assert!(!sock.exists() && !img.exists(), "{a:?} created a file");
+        assert_refused(&a, &[&sock, &img]);
     }
+}
+
+#[test]
+fn test_instruments_are_for_an_image_and_direct_refuses_a_partial_last_block() {
+    let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap();
+    let sock = dir.path().join("s.sock");
+    let s = sock.to_str().unwrap();
+    let tail = dir.path().join("tail.img");
+    std::fs::write(&tail, vec![0u8; 4096 + 512]).unwrap();
+    let t = tail.to_str().unwrap();
+    let trace = dir.path().join("trace");
+    let tr = trace.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--socket-path", s, "--null", "1G", "--syscall-trace", tr],
+        vec![
+            "--socket-path",
+            s,
+            "--mem",
+            "1M",
+            "--test-fault",
+            "no-flush",
+        ],
+        vec![
+            "--socket-path",
+            s,
+            "--image",
+            t,
+            "--syscall-trace",
+            "/nonexistent/t",
+        ],
+        vec!["--socket-path", s, "--image", t, "--syscall-trace", t],
+        vec!["--socket-path", s, "--image", t, "--test-fault", "bogus"],
+        // Not a whole number of 4 KiB blocks: --direct could not write the last one.
+        vec!["--socket-path", s, "--image", t, "--direct"],
+    ];
+    for a in cases {
+        assert_refused(&a, &[&sock, &trace]);
+    }
+    assert_eq!(
+        std::fs::metadata(&tail).unwrap().len(),
+        4608,
+        "the image is untouched"
+    );
 }
 
 #[test]

@@ -203,12 +203,14 @@ impl Lun {
         &self.identity
     }
     /// The WCE bit of the caching mode page.
+    /// Read by a write after it returned, sequentially consistent with MODE SELECT's store
+    /// (mode.rs: the mode is stored before the flush that makes it true).
     pub fn write_cache(&self) -> bool {
-        self.write_cache.load(Ordering::Relaxed)
+        self.write_cache.load(Ordering::SeqCst)
     }
     /// The guest changes the WCE bit (MODE SELECT): the hook hears of it.
     pub fn set_write_cache(&self, on: bool) {
-        self.write_cache.store(on, Ordering::Relaxed);
+        self.write_cache.store(on, Ordering::SeqCst);
         let hook = self
             .wce_watch
             .0
@@ -316,10 +318,12 @@ pub(crate) fn storage_sense(e: StorageError, write: bool) -> Sense {
         StorageError::ReadOnly => sense::WRITE_PROTECTED,
         e => {
             tracing::warn!(error = %e, "storage I/O failed");
-            if write {
-                sense::WRITE_ERROR
-            } else {
-                sense::UNRECOVERED_READ_ERROR
+            match (write, e.errno()) {
+                // Out of space (or quota) on the host: the thin-provisioned unit cannot
+                // allocate the blocks.
+                (true, Some(libc::ENOSPC | libc::EDQUOT)) => sense::SPACE_ALLOCATION_FAILED,
+                (true, _) => sense::WRITE_ERROR,
+                (false, _) => sense::UNRECOVERED_READ_ERROR,
             }
         }
     }

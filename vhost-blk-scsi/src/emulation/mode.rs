@@ -139,14 +139,17 @@ pub(crate) fn mode_select(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<(), Se
     super::io::gather(cmd.data_out, 0, &mut p);
     let wce = parse_select(lun, &p, ten)?;
     if let Some(on) = wce {
-        // Switching the cache off: what it held is written out first, so that every write
-        // completed so far is as durable as the ones after (docs/data-guarantees.md).
-        if !on && lun.write_cache() {
+        // Switching the cache off: the new mode is stored first, then what the cache held is
+        // written out, so that every write completed so far is as durable as the ones after
+        // (docs/data-guarantees.md). In this order a write on another queue either read WCE=1
+        // and completed before the store (the flush covers it) or reads WCE=0 and syncs itself.
+        let was_on = lun.write_cache();
+        lun.set_write_cache(on);
+        if !on && was_on {
             lun.storage()
                 .flush()
                 .map_err(|e| super::storage_sense(e, true))?;
         }
-        lun.set_write_cache(on);
     }
     cmd.out_used = n;
     Ok(())
@@ -244,7 +247,7 @@ fn mode_page<'p>(lun: &Lun, list: &'p [u8], at: usize) -> Result<(SentPage<'p>, 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
-    use super::super::{LunOptions, SenseKey};
+    use super::super::{Identity, LunOptions, SenseKey, GOOD};
     use super::*;
     use crate::storage::StorageSpec;
 
@@ -350,6 +353,49 @@ mod tests {
         c[1] = 0x10;
         c[4] = params.len() as u8;
         c
+    }
+
+    #[test]
+    fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
+        use crate::storage::probe::ProbeStorage;
+        use std::sync::Arc;
+        // A WRITE on another queue lands inside the flush of MODE SELECT WCE=0 (the probe runs
+        // it when that flush starts). It must then run write-through itself: with the flush
+        // before the store, it read WCE=1 and completed with no flush after it.
+        let probe = ProbeStorage::new(1 << 20).unwrap();
+        let lun = Lun::new(
+            0,
+            probe.clone(),
+            LunOptions::default(),
+            Identity::default_for(0, 0),
+        );
+        let t = Arc::new(target(vec![lun.unwrap()]));
+        let (_, mut d) = run_in(&t, 0, &sense6(false, 0, CACHING, 255), 255);
+        d[0] = 0;
+        d[2] = 0;
+        d[12 + 2] &= !WCE;
+        let (t2, wrote) = (t.clone(), Arc::new(std::sync::Mutex::new(None)));
+        let w = wrote.clone();
+        probe.on_next_flush(move || {
+            let r = run_out(
+                &t2,
+                0,
+                &super::super::rw::tests::rw_cdb(true, 10, 5, 1),
+                &[9; 512],
+            );
+            *w.lock().unwrap() = Some(r.status);
+        });
+        assert_good(&run_out(&t, 0, &select6(&d), &d));
+        assert_eq!(
+            *wrote.lock().unwrap(),
+            Some(GOOD),
+            "the racing write completed"
+        );
+        assert!(
+            probe.flushed_after_write_at(5 * 512),
+            "a write completed after MODE SELECT WCE=0 began was never flushed: {:?}",
+            probe.events()
+        );
     }
 
     #[test]

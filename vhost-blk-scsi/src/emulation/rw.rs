@@ -185,7 +185,7 @@ pub(crate) fn synchronize_cache(lun: &Lun, cmd: &mut Cmd<'_, '_, '_>) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
     use super::*;

@@ -181,6 +181,9 @@ pub const SAVING_PARAMETERS_NOT_SUPPORTED: Sense = Sense::new(SenseKey::IllegalR
 pub const WRITE_PROTECTED: Sense = Sense::new(SenseKey::DataProtect, 0x27, 0x00);
 /// MEDIUM ERROR, UNRECOVERED READ ERROR.
 pub const UNRECOVERED_READ_ERROR: Sense = Sense::new(SenseKey::MediumError, 0x11, 0x00);
+/// DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (SBC-4 4.7.3.6: a thin-provisioned
+/// unit out of space for a write; what QEMU's scsi-disk reports for ENOSPC).
+pub const SPACE_ALLOCATION_FAILED: Sense = Sense::new(SenseKey::DataProtect, 0x27, 0x07);
 /// MEDIUM ERROR, WRITE ERROR.
 pub const WRITE_ERROR: Sense = Sense::new(SenseKey::MediumError, 0x0c, 0x00);
 /// MISCOMPARE, MISCOMPARE DURING VERIFY OPERATION.

@@ -269,3 +269,27 @@ fn storage_failure_is_medium_error() {
     let (r, _) = run_in(&t, 0, &c, 512);
     assert_check(&r, SenseKey::MediumError, 0x11, 0x00);
 }
+
+#[test]
+fn write_errors_map_to_sbc_sense_codes() {
+    use crate::storage::StorageError;
+    let io = |n| StorageError::Io(std::io::Error::from_raw_os_error(n));
+    let code = |s: Sense| (s.key as u8, s.asc, s.ascq);
+    // Out of space: DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (SBC-4; QEMU's choice).
+    assert_eq!(
+        code(storage_sense(io(libc::ENOSPC), true)),
+        (0x07, 0x27, 0x07)
+    );
+    let sticky = StorageError::Failed {
+        errno: libc::ENOSPC,
+    };
+    assert_eq!(code(storage_sense(sticky, true)), (0x07, 0x27, 0x07));
+    // EIO, and a sticky EIO on a later flush: MEDIUM ERROR, WRITE ERROR.
+    assert_eq!(code(storage_sense(io(libc::EIO), true)), (0x03, 0x0c, 0x00));
+    let sticky = StorageError::Failed { errno: libc::EIO };
+    assert_eq!(code(storage_sense(sticky, true)), (0x03, 0x0c, 0x00));
+    assert_eq!(
+        code(storage_sense(io(libc::EIO), false)),
+        (0x03, 0x11, 0x00)
+    );
+}

@@ -70,8 +70,10 @@ impl BlkPersonality {
         &self.storage
     }
 
+    /// The cache mode a request runs under: read after its write returned, sequentially
+    /// consistent with the switch's store (personality.rs `set_config`).
     fn writeback(&self) -> bool {
-        self.writeback.load(Ordering::Relaxed)
+        self.writeback.load(Ordering::SeqCst)
     }
 
     /// The state slot, whatever a panicking holder left (an `Option` replaced whole).

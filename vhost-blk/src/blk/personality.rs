@@ -81,24 +81,38 @@ impl Personality for BlkPersonality {
         let writable = offset as usize == WRITEBACK_OFFSET && wce;
         if let (true, [byte]) = (writable, data) {
             let wb = *byte != 0;
-            if !wb {
-                self.storage
-                    .flush()
-                    .map_err(|e| io::Error::other(e.to_string()))?;
-            }
-            self.writeback.store(wb, Ordering::Relaxed);
+            // The mode first, then the flush that makes write-through true: a write on another
+            // queue that still read write-back had completed before this store, so before the
+            // flush, which covers it; one that reads write-through syncs itself. (Flushing
+            // first let a write land after the flush and complete unsynced, reading write-back.)
+            self.writeback.store(wb, Ordering::SeqCst);
             if let Some(s) = self.state().as_ref() {
                 s.set_write_cache(0, wb);
             }
             tracing::info!(writeback = wb, "guest switched the cache mode");
+            if !wb {
+                // On failure the disk stays write-through (more durable, never less).
+                self.storage
+                    .flush()
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+            }
             return Ok(());
         }
         Err(io::Error::from_raw_os_error(libc::EINVAL))
     }
 
     fn reset(&self) {
-        self.writeback
-            .store(!self.opts.writethrough, Ordering::Relaxed);
+        // Back to the configured mode. Coming back to write-through from the guest's
+        // write-back, the guest will send no FLUSH for the writes it completed before: they
+        // are flushed here, after the mode is stored (as `set_config` does). A failure leaves
+        // the image failed (storage health): every later write-through write fails.
+        let configured = !self.opts.writethrough;
+        let was = self.writeback.swap(configured, Ordering::SeqCst);
+        if was && !configured {
+            if let Err(e) = self.storage.flush() {
+                tracing::error!(error = %e, "device reset: flushing the write cache failed");
+            }
+        }
         // The area belongs to the device's life before the reset; QEMU makes a new one.
         *self.state() = None;
     }

@@ -207,3 +207,92 @@ fn chain_without_status_byte_is_returned_unused() {
         }
     );
 }
+
+#[test]
+fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
+    use crate::device::Personality;
+    use crate::storage::probe::ProbeStorage;
+    use std::sync::Mutex;
+    // A write on another queue lands inside the flush of the guest's switch to write-through
+    // (the probe runs it when that flush starts). With the flush before the store it read
+    // write-back and completed with no flush after it: acknowledged, not durable, after the
+    // guest had been told the cache was off.
+    let probe = ProbeStorage::new(1 << 20).unwrap();
+    let p = Arc::new(BlkPersonality::new(
+        probe.clone(),
+        BlkOptions {
+            num_queues: 2,
+            queue_size: 16,
+            block_size: 512,
+            serial: "S".into(),
+            writethrough: false,
+        },
+    ));
+    p.acked_features(1 << VIRTIO_BLK_F_CONFIG_WCE);
+    let m = mem();
+    let (p2, m2, status_seen) = (p.clone(), m.clone(), Arc::new(Mutex::new(None)));
+    let seen = status_seen.clone();
+    probe.on_next_flush(move || {
+        m2.write_slice(&[5u8; 512], GuestAddress(0x20000)).unwrap();
+        hdr(&m2, 0x10000, VIRTIO_BLK_T_OUT, 8);
+        run(
+            &p2,
+            &m2,
+            &[(0x10000, 16, 0), (0x20000, 512, 0), (0x30000, 1, F_WRITE)],
+        );
+        *seen.lock().unwrap() = Some(status(&m2, 0x30000));
+    });
+    p.set_config(super::super::WRITEBACK_OFFSET as u32, &[0])
+        .unwrap();
+    assert_eq!(
+        *status_seen.lock().unwrap(),
+        Some(0),
+        "the racing write completed"
+    );
+    assert!(
+        probe.flushed_after_write_at(8 * 512),
+        "a write completed during the switch to write-through was never flushed: {:?}",
+        probe.events()
+    );
+}
+
+#[test]
+fn a_reset_back_to_write_through_flushes_what_write_back_completed() {
+    use crate::device::Personality;
+    use crate::storage::probe::ProbeStorage;
+    // Configured --writethrough; the guest switched to write-back and wrote. After a device
+    // reset the disk is write-through again and the guest sends no FLUSH for that write.
+    let probe = ProbeStorage::new(1 << 20).unwrap();
+    let p = BlkPersonality::new(
+        probe.clone(),
+        BlkOptions {
+            num_queues: 1,
+            queue_size: 16,
+            block_size: 512,
+            serial: "S".into(),
+            writethrough: true,
+        },
+    );
+    p.acked_features(1 << VIRTIO_BLK_F_CONFIG_WCE);
+    p.set_config(super::super::WRITEBACK_OFFSET as u32, &[1])
+        .unwrap();
+    let m = mem();
+    m.write_slice(&[6u8; 512], GuestAddress(0x20000)).unwrap();
+    hdr(&m, 0x10000, VIRTIO_BLK_T_OUT, 16);
+    run(
+        &p,
+        &m,
+        &[(0x10000, 16, 0), (0x20000, 512, 0), (0x30000, 1, F_WRITE)],
+    );
+    assert_eq!(status(&m, 0x30000), 0);
+    assert!(
+        !probe.flushed_after_write_at(16 * 512),
+        "write-back: not yet"
+    );
+    p.reset();
+    assert!(
+        probe.flushed_after_write_at(16 * 512),
+        "the reset to write-through left a completed write unflushed: {:?}",
+        probe.events()
+    );
+}

@@ -52,13 +52,17 @@ pub enum ConfigError {
     ConfigFile { path: PathBuf, reason: String },
     #[error("serial {0:?} is longer than 20 bytes")]
     SerialTooLong(String),
-    #[error("--direct, --read-only and --write-log are only for --image")]
+    #[error(
+        "--direct, --read-only, --write-log, --syscall-trace and --test-fault are only for --image"
+    )]
     FileOnlyOption,
     #[error("--writethrough is for the single disk; with --topology give each LUN wce=0")]
     WritethroughWithTopology,
-    #[error("write log {0:?}: its directory does not exist")]
+    #[error("--test-fault breaks the image on purpose: only a debug build accepts it")]
+    TestFaultInRelease,
+    #[error("{0:?}: its directory does not exist (--write-log, --syscall-trace)")]
     WriteLogDirectory(PathBuf),
-    #[error("the write log cannot be the image itself ({0:?})")]
+    #[error("the write log or syscall trace cannot be the image itself ({0:?})")]
     WriteLogIsImage(PathBuf),
     #[error("storage size {0} is not a multiple of 512 bytes")]
     UnalignedSize(u64),
@@ -76,6 +80,25 @@ pub enum ConfigError {
     QueueCount { max: u16, extra: u16, got: u16 },
     #[error("{0}")]
     Other(String),
+}
+
+/// `--test-fault`: a deliberately broken image (storage `TestFault`), debug builds only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestFaultArg {
+    /// FLUSH calls no fdatasync.
+    NoFlush,
+    /// A write is acknowledged before it reaches the file.
+    EarlyAck,
+}
+
+impl From<TestFaultArg> for crate::storage::TestFault {
+    fn from(f: TestFaultArg) -> Self {
+        match f {
+            TestFaultArg::NoFlush => Self::NoFlush,
+            TestFaultArg::EarlyAck => Self::EarlyAck,
+        }
+    }
 }
 
 /// Which device the backend emulates.
@@ -127,6 +150,21 @@ pub struct Config {
     pub writethrough: bool,
     /// The image's write log (`--write-log`; only with `--image`).
     pub write_log: Option<PathBuf>,
+    /// The image's syscall trace (`--syscall-trace`; only with `--image`).
+    pub syscall_trace: Option<PathBuf>,
+    /// A deliberately broken image (`--test-fault`; debug builds, `--image` only).
+    pub test_fault: Option<crate::storage::TestFault>,
+}
+
+impl Config {
+    /// What the image is opened with beyond its spec.
+    pub fn instruments(&self) -> crate::storage::Instruments {
+        crate::storage::Instruments {
+            write_log: self.write_log.clone(),
+            syscall_trace: self.syscall_trace.clone(),
+            test_fault: self.test_fault,
+        }
+    }
 }
 
 /// Default serial: recognisable in the guest's sysfs.
@@ -166,7 +204,9 @@ impl TryFrom<Args> for Config {
         let socket_path = o.socket_path.clone().ok_or(ConfigError::MissingSocket)?;
         let device = o.device.unwrap_or_default();
         let (storage, topology) = storage_and_topology(&o, device)?;
-        let write_log = write_log(&o, storage.as_ref())?;
+        let write_log = side_file(o.write_log.clone(), storage.as_ref())?;
+        let syscall_trace = side_file(o.syscall_trace.clone(), storage.as_ref())?;
+        let test_fault = test_fault(&o, storage.as_ref())?;
         let writethrough = o.writethrough.unwrap_or(false);
         if writethrough && topology.is_some() {
             return Err(ConfigError::WritethroughWithTopology);
@@ -199,6 +239,8 @@ impl TryFrom<Args> for Config {
             rt_priority: o.rt_priority,
             writethrough,
             write_log,
+            syscall_trace,
+            test_fault,
         })
     }
 }
@@ -298,9 +340,13 @@ fn storage_and_topology(
     Ok((storage, topology))
 }
 
-/// The write log: only for an image file, in a directory that exists, not the image itself.
-fn write_log(o: &Options, storage: Option<&StorageSpec>) -> Result<Option<PathBuf>, ConfigError> {
-    let Some(log) = o.write_log.clone() else {
+/// A file the backend writes beside the image (the write log, the syscall trace): only for an
+/// image file, in a directory that exists, not the image itself.
+fn side_file(
+    log: Option<PathBuf>,
+    storage: Option<&StorageSpec>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(log) = log else {
         return Ok(None);
     };
     let Some(StorageSpec::File { path, .. }) = storage else {
@@ -318,6 +364,23 @@ fn write_log(o: &Options, storage: Option<&StorageSpec>) -> Result<Option<PathBu
         return Err(ConfigError::WriteLogDirectory(log));
     }
     Ok(Some(log))
+}
+
+/// `--test-fault`: an image file, and a debug build.
+fn test_fault(
+    o: &Options,
+    storage: Option<&StorageSpec>,
+) -> Result<Option<crate::storage::TestFault>, ConfigError> {
+    let Some(f) = o.test_fault else {
+        return Ok(None);
+    };
+    if !matches!(storage, Some(StorageSpec::File { .. })) {
+        return Err(ConfigError::FileOnlyOption);
+    }
+    if !cfg!(debug_assertions) {
+        return Err(ConfigError::TestFaultInRelease);
+    }
+    Ok(Some(f.into()))
 }
 
 /// An image file: it must exist unless a (whole-sector) size to create it with is given.

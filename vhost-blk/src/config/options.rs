@@ -107,6 +107,15 @@ backend_options! {
         /// it serializes the image's modifying requests.
         #[arg(long, value_name = "PATH")]
         pub write_log: Option<PathBuf>,
+        /// Record the image's writes and syncs at the system-call boundary to this file, for
+        /// the power-loss simulator (docs/data-guarantees.md, "Power loss"). A test tool: every
+        /// write is copied into it. Only with --image.
+        #[arg(long, value_name = "PATH")]
+        pub syscall_trace: Option<PathBuf>,
+        /// Break the image on purpose (no-flush, early-ack) for the simulator's self-checks.
+        /// Debug builds only: a release build refuses it.
+        #[arg(long, value_enum, hide = true)]
+        pub test_fault: Option<super::TestFaultArg>,
         /// Null storage of this size: reads return zeros, writes are dropped.
         #[arg(long, value_name = "SIZE")]
         pub null: Option<String>,

@@ -379,3 +379,25 @@ fn write_log_and_writethrough_are_checked() {
         assert!(e.contains(want) && !e.contains('\n'), "{a:?}: {e}");
     }
 }
+
+#[test]
+fn syscall_trace_and_test_fault_are_kept_and_release_builds_refuse_the_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    std::fs::write(&img, vec![0u8; 4096]).unwrap();
+    let img = img.to_str().unwrap();
+    let tr = dir.path().join("t.trace");
+    let tr = tr.to_str().unwrap();
+    let base = ["--socket-path", "s", "--image", img, "--syscall-trace", tr];
+    let c = Config::try_from(args(&base)).unwrap();
+    assert_eq!(c.syscall_trace.as_deref(), Some(Path::new(tr)));
+    assert_eq!(c.test_fault, None);
+    let with_fault = [&base[..], &["--test-fault", "early-ack"]].concat();
+    let r = Config::try_from(args(&with_fault));
+    if cfg!(debug_assertions) {
+        let c = r.unwrap();
+        assert_eq!(c.test_fault, Some(crate::storage::TestFault::EarlyAck));
+    } else {
+        assert!(matches!(r, Err(ConfigError::TestFaultInRelease)), "{r:?}");
+    }
+}

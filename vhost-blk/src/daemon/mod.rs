@@ -211,7 +211,7 @@ pub fn run(config: Config) -> Result<(), DaemonError> {
                 .as_ref()
                 .ok_or(DaemonError::Other("no storage".into()))?;
             let p = BlkPersonality::new(
-                spec.open_logged(config.write_log.as_deref())?,
+                spec.open_with(&config.instruments())?,
                 BlkOptions {
                     num_queues: config.num_queues,
                     queue_size: config.queue_size,
@@ -251,7 +251,7 @@ fn scsi_topology(config: &Config) -> Result<Topology, DaemonError> {
         write_cache: !config.writethrough,
         ..LunOptions::default()
     };
-    let storage = spec.open_logged(config.write_log.as_deref())?;
+    let storage = spec.open_with(&config.instruments())?;
     let lun = Lun::new(0, storage, options, Identity::default_for(0, 0))
         .map_err(|e| DaemonError::Topology(format!("LUN 0:0: {e}")))?;
     let mut target = Target::new(0, ScanLatency::default());

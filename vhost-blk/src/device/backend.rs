@@ -161,7 +161,7 @@ impl<P: Personality> DeviceBackend<P> {
             acked_features: AtomicU64::new(0),
             exit_events: ExitEvents::default(),
             gated,
-            gate: RecoveryGate::default(),
+            gate: RecoveryGate::new(n),
         };
         me.register_own_listeners()?;
         Ok(me)

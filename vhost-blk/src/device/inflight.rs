@@ -44,7 +44,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Header bytes of one queue region.
@@ -490,30 +490,55 @@ impl Tracker {
 }
 
 /// Rule 5: which started request queues still have to read their region, and whether the gated
-/// queue is waiting for them. Queue indices at or above 64 are not tracked (the device has at
-/// most 64 vrings).
-#[derive(Debug, Default)]
+/// queue is waiting for them. One bit per queue of the device, however many (a virtio-scsi
+/// device has up to 1,026 vrings); a queue index beyond the device's count holds nothing.
+#[derive(Debug)]
 pub struct RecoveryGate {
-    pending: AtomicU64,
+    /// Bit `q % 64` of word `q / 64`: queue `q` has yet to recover.
+    bits: Box<[AtomicU64]>,
+    /// How many bits are set (the gate is open at 0).
+    pending: AtomicUsize,
     waiting: AtomicBool,
 }
 
 impl RecoveryGate {
+    /// A gate for queues `0..num_queues`.
+    pub fn new(num_queues: usize) -> Self {
+        Self {
+            bits: (0..num_queues.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            pending: AtomicUsize::new(0),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    fn word(&self, q: usize) -> Option<(&AtomicU64, u64)> {
+        Some((self.bits.get(q / 64)?, 1u64 << (q % 64)))
+    }
+
     /// Queue `q` starts with a recovery pending (before its ring can be drained).
     pub fn starting(&self, q: usize) {
-        if let Some(bit) = 1u64.checked_shl(q as u32) {
-            self.pending.fetch_or(bit, Ordering::SeqCst);
+        if let Some((w, bit)) = self.word(q) {
+            // Counted before it is visible, so `pending` never falls short of the bits set.
+            self.pending.fetch_add(1, Ordering::SeqCst);
+            if w.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 
     /// Queue `q` has recovered, or was stopped. True when that opened the gate while the gated
     /// queue was waiting: the caller wakes it.
     pub fn done(&self, q: usize) -> bool {
-        let Some(bit) = 1u64.checked_shl(q as u32) else {
+        let Some((w, bit)) = self.word(q) else {
             return false;
         };
-        let before = self.pending.fetch_and(!bit, Ordering::SeqCst);
-        before & bit != 0 && before & !bit == 0 && self.waiting.swap(false, Ordering::SeqCst)
+        if w.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
+            return false;
+        }
+        self.pending.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.waiting.swap(false, Ordering::SeqCst)
     }
 
     /// Whether the gated queue may recover now; if not, it is marked waiting (and woken by
@@ -529,6 +554,9 @@ impl RecoveryGate {
 
     /// Device reset: nothing pending, nobody waiting.
     pub fn clear(&self) {
+        for w in self.bits.iter() {
+            w.store(0, Ordering::SeqCst);
+        }
         self.pending.store(0, Ordering::SeqCst);
         self.waiting.store(false, Ordering::SeqCst);
     }

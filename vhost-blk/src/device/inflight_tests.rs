@@ -290,7 +290,7 @@ fn a_resubmitted_chain_outside_guest_ram_is_refused() {
 
 #[test]
 fn the_gated_queue_waits_for_every_started_request_queue_and_the_last_one_wakes_it() {
-    let g = RecoveryGate::default();
+    let g = RecoveryGate::new(64);
     assert!(g.may_pass(), "nothing started: open");
     g.starting(2);
     g.starting(3);
@@ -306,15 +306,58 @@ fn the_gated_queue_waits_for_every_started_request_queue_and_the_last_one_wakes_
     assert!(!g.done(5), "open again but nobody was waiting");
     assert!(g.may_pass());
     g.starting(63);
-    g.starting(64); // beyond the mask: not tracked
+    g.starting(64); // beyond the device's queues: nothing to wait for
+    assert!(!g.may_pass());
+    assert!(g.done(63));
     g.clear();
     assert!(g.may_pass(), "a reset forgets everything");
 }
 
 #[test]
+fn at_128_queues_every_request_queue_holds_the_gate() {
+    // virtio-scsi with 128 request queues: vrings 2..130. The gate used a u64 mask and let
+    // the control queue pass while vrings 64 and up were still to recover.
+    let g = RecoveryGate::new(130);
+    for q in 2..130 {
+        g.starting(q);
+    }
+    for q in 2..129 {
+        assert!(!g.done(q) || q == 128, "queue {q} does not open it");
+        assert!(!g.may_pass(), "queue 129 still to recover (after {q})");
+    }
+    assert!(
+        g.done(129),
+        "the last queue, past 64, wakes the waiting control queue"
+    );
+    assert!(g.may_pass());
+    // Concurrently, across word boundaries.
+    for _ in 0..100 {
+        let g = Arc::new(RecoveryGate::new(130));
+        for q in 2..130 {
+            g.starting(q);
+        }
+        assert!(!g.may_pass());
+        let workers: Vec<_> = (0..4)
+            .map(|k| {
+                let g = g.clone();
+                std::thread::spawn(move || {
+                    (2..130)
+                        .filter(|q| q % 4 == k)
+                        .filter(|&q| g.done(q))
+                        .count()
+                })
+            })
+            .collect();
+        let wakes: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        assert_eq!(wakes, 1, "exactly one wake-up");
+        assert!(g.may_pass());
+    }
+}
+
+#[test]
 fn the_gate_wakes_exactly_once_under_concurrent_recoveries() {
     for _ in 0..200 {
-        let g = Arc::new(RecoveryGate::default());
+        let g = Arc::new(RecoveryGate::new(10));
         for q in 2..10 {
             g.starting(q);
         }

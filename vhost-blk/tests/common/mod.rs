@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod disk;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
@@ -47,11 +49,17 @@ impl Backend {
     }
 
     pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> Backend {
+        Self::start_env(dir, args, &[])
+    }
+
+    /// As [`start_in`](Self::start_in), with more environment variables (an LD_PRELOAD).
+    pub fn start_env(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Backend {
         let socket = dir.path().join("vhost.sock");
         let child = Command::new(backend_bin())
             .arg("--socket-path")
             .arg(&socket)
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()

@@ -8,12 +8,17 @@
 //! vhost-blk-replay check    --image START --log LOG [--every N]   e2fsck at every flush point
 //! vhost-blk-replay selftest --image START --log LOG [--points N] [--past N|all]
 //!                                                                   one write moved past its flush
+//! vhost-blk-replay crash    --image START --log LOG [--states N] [--seed S] [--drop-flushes]
+//!                                                                   e2fsck in power-cut states
 //! vhost-blk-replay dump     --log LOG                              what the log holds
 //! ```
 //!
 //! `check` prints one line per flush point that is not clean and a summary line
 //! (`REPLAY-RESULT {json}` last), and exits 0 when every flush point is clean, 1 otherwise.
 //! `selftest` exits 0 when a moved write made the check fail (as it must), 1 when none did.
+//! `crash` (replay.rs rule 5) prints each state that is not clean and `CRASH-RESULT {json}`,
+//! and exits 0 when every state is clean, 1 otherwise (`--drop-flushes`, a device whose flush
+//! does nothing, must give 1).
 //! Bad arguments, an unreadable log or image, or e2fsck missing: one line, exit 2.
 
 // As the library: no unwrap/expect/panic/unreachable, indexing or slicing outside tests.
@@ -73,6 +78,23 @@ enum Cmd {
         /// Flushes each write is moved past: a number, or `all` (the write never lands).
         #[arg(long, default_value = "1", value_parser = parse_past)]
         past: usize,
+        #[arg(long, default_value = "e2fsck")]
+        e2fsck: PathBuf,
+    },
+    /// Build crash states (everything before the last flush, any of the later writes whole,
+    /// torn or absent) at seeded points of the log; e2fsck in each.
+    Crash {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long)]
+        log: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        states: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Ignore the FLUSH records (nothing durable): the self-check, which must find damage.
+        #[arg(long)]
+        drop_flushes: bool,
         #[arg(long, default_value = "e2fsck")]
         e2fsck: PathBuf,
     },
@@ -203,6 +225,47 @@ fn selftest(
     Ok(found.is_some())
 }
 
+fn crash(
+    image: &Path,
+    log: &Log,
+    (states, seed, drop_flushes): (usize, u64, bool),
+    e2fsck: PathBuf,
+) -> Result<bool, String> {
+    let c = Checker::new(e2fsck)?;
+    let t = std::time::Instant::now();
+    let results = replay::crash_states(&c, image, log, (states, seed, drop_flushes), |r| {
+        if !r.fsck.clean {
+            println!(
+                "crash before record {} ({} later writes whole, {} torn): NOT CLEAN, e2fsck status {:?}: {}",
+                r.before, r.whole, r.torn, r.fsck.status, r.fsck.output
+            );
+        }
+    })?;
+    let dirty = results.iter().filter(|r| !r.fsck.clean).count();
+    let first = results.iter().position(|r| !r.fsck.clean);
+    println!(
+        "{} crash states, {} clean, {} not clean ({:.1} s)",
+        results.len(),
+        results.len() - dirty,
+        dirty,
+        t.elapsed().as_secs_f64()
+    );
+    let json = serde_json::json!({
+        "records": log.entries.len(),
+        "flushes": log.flushes().len(),
+        "states": results.len(),
+        "clean": results.len() - dirty,
+        "not_clean": dirty,
+        "first_not_clean": first,
+        "seed": seed,
+        "drop_flushes": drop_flushes,
+        "later_writes_whole": results.iter().map(|r| r.whole).sum::<usize>(),
+        "later_writes_torn": results.iter().map(|r| r.torn).sum::<usize>(),
+    });
+    println!("CRASH-RESULT {json}");
+    Ok(dirty == 0 && !results.is_empty())
+}
+
 fn run(cli: Cli) -> Result<bool, String> {
     match cli.cmd {
         Cmd::Dump { log } => {
@@ -218,6 +281,18 @@ fn run(cli: Cli) -> Result<bool, String> {
             let log = Log::load(&log)?;
             dump(&log);
             check(&image, &log, every, e2fsck)
+        }
+        Cmd::Crash {
+            image,
+            log,
+            states,
+            seed,
+            drop_flushes,
+            e2fsck,
+        } => {
+            let log = Log::load(&log)?;
+            dump(&log);
+            crash(&image, &log, (states, seed, drop_flushes), e2fsck)
         }
         Cmd::Selftest {
             image,

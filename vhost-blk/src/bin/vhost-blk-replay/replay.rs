@@ -15,6 +15,10 @@
 //!    one: the write lost), for each write before a flush point, flush points latest first,
 //!    until the check fails at the last flush point the write is missing from; the checker
 //!    passes its self-test only if one does.
+//! 5. Crash states (`crash`): a power cut just before record r leaves every record before the
+//!    last FLUSH ahead of r (the log is in completion order: each of them completed before that
+//!    flush was sent), and any of the records after it, each absent, whole, or torn at 512-byte
+//!    sectors, in log order. Each state gets the check of rule 3.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -278,4 +282,110 @@ pub fn selftest(
         }
     }
     Ok((None, tried))
+}
+
+/// One crash state's check (rule 5).
+pub struct CrashResult {
+    /// The crash came just before this record (its index in the log).
+    pub before: usize,
+    /// Writes after the last flush that this state kept whole, and torn.
+    pub whole: usize,
+    pub torn: usize,
+    pub fsck: Fsck,
+}
+
+/// How the writes after the last completed flush land in one crash state.
+#[derive(Clone, Copy)]
+enum Landing {
+    Absent,
+    Whole,
+    Torn,
+}
+
+/// Rule 5: `states` crash states at seeded positions of the log, each checked. With
+/// `drop_flushes` the FLUSH records are ignored (a device whose flush does nothing: nothing is
+/// durable), the self-check that the check can fail.
+pub fn crash_states(
+    c: &Checker,
+    start: &Path,
+    log: &Log,
+    (states, seed, drop_flushes): (usize, u64, bool),
+    mut progress: impl FnMut(&CrashResult),
+) -> Result<Vec<CrashResult>, String> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n = log.entries.len();
+    let mut points: Vec<usize> = (0..states).map(|_| rng.gen_range(1..=n.max(1))).collect();
+    points.sort_unstable();
+    let (durable_path, durable) = c.copy(start, "durable.img")?;
+    let mut applied = 0;
+    let mut out = Vec::new();
+    for before in points {
+        // Everything before the last FLUSH record ahead of the crash is on the disk.
+        let last_flush = (0..before)
+            .rev()
+            .find(|&i| {
+                !drop_flushes
+                    && log
+                        .entries
+                        .get(i)
+                        .is_some_and(|e| e.rec.kind == Kind::Flush)
+            })
+            .map_or(0, |i| i + 1);
+        for e in log
+            .entries
+            .get(applied..last_flush.max(applied))
+            .unwrap_or_default()
+        {
+            apply(&durable, e).map_err(|e| format!("replaying: {e}"))?;
+        }
+        applied = applied.max(last_flush);
+        let (state, img) = c.copy(&durable_path, "crash.img")?;
+        let (mut whole, mut torn) = (0, 0);
+        for e in log.entries.get(applied..before).unwrap_or_default() {
+            let landing = match rng.gen_range(0..3) {
+                0 => Landing::Absent,
+                1 => Landing::Whole,
+                _ => Landing::Torn,
+            };
+            match landing {
+                Landing::Absent => {}
+                Landing::Whole => {
+                    whole += 1;
+                    apply(&img, e).map_err(|e| format!("replaying: {e}"))?;
+                }
+                Landing::Torn => {
+                    torn += 1;
+                    apply_torn(&img, e, &mut rng).map_err(|e| format!("replaying: {e}"))?;
+                }
+            }
+        }
+        drop(img);
+        let r = CrashResult {
+            before,
+            whole,
+            torn,
+            fsck: c.fsck(&state)?,
+        };
+        progress(&r);
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// A write torn at 512-byte sectors: each sector lands or not (other records: whole or not).
+fn apply_torn(img: &File, e: &Entry, rng: &mut impl rand::Rng) -> std::io::Result<()> {
+    if e.rec.kind != Kind::Write {
+        return if rng.gen_bool(0.5) {
+            apply(img, e)
+        } else {
+            Ok(())
+        };
+    }
+    for (i, sector) in e.data.chunks(512).enumerate() {
+        if rng.gen_bool(0.5) {
+            img.write_all_at(sector, e.rec.offset + (i * 512) as u64)?;
+        }
+    }
+    Ok(())
 }
