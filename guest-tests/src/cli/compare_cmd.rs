@@ -243,9 +243,8 @@ fn print_design(rows: &[compare::power::design::DesignRow]) {
         "10 % loss of each effect: P(worse)",
         "... P(improved)",
     ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    .map(String::from)
+    .to_vec();
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
