@@ -8,6 +8,8 @@
 //! [`scsi::emulation`] and [`scsi::topology`]).
 //!
 //! Rooms, bottom up (each imports only rooms listed before it):
+//! - [`sandbox`]: the process confines itself (seccomp per thread kind, Landlock, no new
+//!   privileges); knows no other room;
 //! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
 //!   chains to guest buffers (`completion`, `stats`);
 //! - [`blk`], [`scsi`]: the two personalities (`device`, `storage`; `scsi::topology` also
@@ -42,4 +44,5 @@ pub mod blk;
 pub mod config;
 pub mod daemon;
 pub mod device;
+pub mod sandbox;
 pub mod scsi;

@@ -104,6 +104,17 @@ impl DeviceKind {
     }
 }
 
+/// `--sandbox`: whether the running backend confines itself (docs/sandbox.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// seccomp per thread, Landlock, no new privileges (the default).
+    #[default]
+    On,
+    /// Nothing confined: for debugging (strace of a new call, a core dump's full picture).
+    Off,
+}
+
 /// The validated settings the daemon runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -127,6 +138,8 @@ pub struct Config {
     pub writethrough: bool,
     /// The image's write log (`--write-log`; only with `--image`).
     pub write_log: Option<PathBuf>,
+    /// Confine the running backend (`--sandbox`, on unless `off`).
+    pub sandbox: bool,
 }
 
 /// Default serial: recognisable in the guest's sysfs.
@@ -199,6 +212,7 @@ impl TryFrom<Args> for Config {
             rt_priority: o.rt_priority,
             writethrough,
             write_log,
+            sandbox: o.sandbox.unwrap_or_default() == SandboxMode::On,
         })
     }
 }
