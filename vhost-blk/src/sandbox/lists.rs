@@ -427,16 +427,35 @@ pub(super) const MAIN: &[Entry] = &[
     ),
 ];
 
+/// Let through this kind's filter so that the EACCES filter stacked under it answers them
+/// (the parent's rule 3: seccomp returns the most severe action of a thread's filters, and a
+/// trap outranks an error).
+pub(super) const OPEN_REFUSED: &[Entry] = &[
+    (
+        libc::SYS_openat,
+        Any,
+        "answered EACCES: glibc's malloc reads the CPU count at a new arena",
+    ),
+    (libc::SYS_open, Any, "answered EACCES"),
+];
+
 /// The groups a thread kind's filter allows.
 pub(super) fn groups(kind: Option<ThreadKind>) -> &'static [&'static [Entry]] {
     match kind {
         // The process filter: every thread starts under it.
-        None | Some(ThreadKind::Main) => {
-            &[COMMON, STORAGE, WORKER, VHOST_USER, RELAY, SIGNALS, MAIN]
-        }
+        None | Some(ThreadKind::Main) => &[
+            COMMON,
+            STORAGE,
+            WORKER,
+            VHOST_USER,
+            RELAY,
+            SIGNALS,
+            MAIN,
+            OPEN_REFUSED,
+        ],
         Some(ThreadKind::Signals) => &[COMMON, SIGNALS],
-        Some(ThreadKind::Relay) => &[COMMON, VHOST_USER, RELAY],
-        Some(ThreadKind::Handler) => &[COMMON, VHOST_USER],
-        Some(ThreadKind::Worker) => &[COMMON, STORAGE, WORKER],
+        Some(ThreadKind::Relay) => &[COMMON, VHOST_USER, RELAY, OPEN_REFUSED],
+        Some(ThreadKind::Handler) => &[COMMON, VHOST_USER, OPEN_REFUSED],
+        Some(ThreadKind::Worker) => &[COMMON, STORAGE, WORKER, OPEN_REFUSED],
     }
 }
