@@ -4,7 +4,8 @@
 //! 1. By default every thread of a serving backend has a seccomp filter (`Seccomp: 2`) and no
 //!    new privileges, at 8 and 128 queues, both personalities; the threads with a narrower
 //!    job have their kind's filters stacked on the process's (`Seccomp_filters`). With
-//!    `--sandbox off` none has a filter (the test's control: it fails when confinement is off).
+//!    `--sandbox off` none has a filter (the test's control: it fails when confinement is off),
+//!    and every thread still has no new privileges.
 //! 2. With the test-only hook (feature `sandbox-test-hook`), a forbidden call in each thread
 //!    kind (main, signals, relay, handler, queue worker, vhost-blk's own worker past vring 63)
 //!    kills the process by SIGSYS with a line naming the call and the thread; an open of
@@ -228,6 +229,8 @@ fn every_thread_is_confined_by_default_at_8_and_128_queues_both_personalities() 
 fn with_sandbox_off_no_thread_is_confined() {
     let ts = confinement(false, 8, &["--sandbox", "off"]);
     assert!(ts.iter().all(|t| t.1 == "0" && t.3 == 0), "{ts:?}");
+    // No new privileges in every case (sandbox rule 6).
+    assert!(ts.iter().all(|t| t.2 == "1"), "{ts:?}");
 }
 
 #[cfg(feature = "sandbox-test-hook")]

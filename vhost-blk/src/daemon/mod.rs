@@ -377,9 +377,9 @@ fn confine(config: &Config) -> Result<(), DaemonError> {
         let report = sandbox::confine(&paths)?;
         tracing::info!("sandbox: seccomp per thread kind; {}", report.landlock);
     } else {
-        tracing::warn!(
-            "sandbox off (--sandbox off): the backend runs with every right it started with"
-        );
+        sandbox::no_new_privs()
+            .map_err(|e| DaemonError::Other(format!("PR_SET_NO_NEW_PRIVS: {e}")))?;
+        tracing::warn!("sandbox off (--sandbox off): no seccomp filter and no Landlock; no new privileges only");
     }
     sandbox::enter(ThreadKind::Main);
     Ok(())

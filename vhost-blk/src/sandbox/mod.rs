@@ -26,6 +26,8 @@
 //!    can read), and `clone` without `CLONE_THREAD` traps: the backend never creates a
 //!    process. `execve` is in no list.
 //! 5. The lists live in [`lists`] only, one reason per call.
+//! 6. No new privileges in every case: with `--sandbox off` the daemon still sets
+//!    `PR_SET_NO_NEW_PRIVS` ([`no_new_privs`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -153,6 +155,16 @@ fn stack(f: &Filters, kind: ThreadKind) {
     if let Err(e) = r.and_then(|()| seccompiler::apply_filter(narrow)) {
         tracing::error!(?kind, "sandbox: this thread keeps the process filter: {e}");
     }
+}
+
+/// `PR_SET_NO_NEW_PRIVS` alone, for `--sandbox off`: no new privileges in every case.
+pub fn no_new_privs() -> std::io::Result<()> {
+    // SAFETY: prctl with plain integer arguments; it changes only this thread's flag (and that
+    // of threads it starts later).
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Whether [`confine`] ran in this process.
