@@ -8,8 +8,6 @@
 //! [`scsi::emulation`] and [`scsi::topology`]).
 //!
 //! Rooms, bottom up (each imports only rooms listed before it):
-//! - [`sandbox`]: the process confines itself (seccomp per thread kind, Landlock, no new
-//!   privileges); knows no other room;
 //! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
 //!   chains to guest buffers (`completion`, `stats`);
 //! - [`blk`], [`scsi`]: the two personalities (`device`, `storage`; `scsi::topology` also
@@ -36,6 +34,7 @@
 )]
 
 pub use vhost_blk_completion as completion;
+pub use vhost_blk_sandbox as sandbox;
 pub use vhost_blk_stats as stats;
 pub use vhost_blk_storage as storage;
 pub use vhost_blk_units as units;
@@ -44,5 +43,4 @@ pub mod blk;
 pub mod config;
 pub mod daemon;
 pub mod device;
-pub mod sandbox;
 pub mod scsi;

@@ -73,6 +73,7 @@ impl Run {
     }
 
     /// The exit status within `limit`, or None if it still runs.
+    #[cfg_attr(not(feature = "sandbox-test-hook"), allow(dead_code))]
     fn exited_within(&mut self, limit: Duration) -> Option<ExitStatus> {
         let t = Instant::now();
         while t.elapsed() < limit {

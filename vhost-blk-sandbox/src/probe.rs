@@ -1,4 +1,4 @@
-//! Test-only (feature `sandbox-test-hook`, never in a release build): with
+//! Test-only (feature `test-hook`, vhost-blk's `sandbox-test-hook`; never in a release build): with
 //! `VHOST_BLK_SANDBOX_PROBE=KIND:CALL`, the first thread of KIND to enter its sandbox tries
 //! CALL and logs what came back, if anything did (vhost-blk/tests/sandbox.rs).
 //!

@@ -1,11 +1,11 @@
-//! The backend confines itself once started (docs/sandbox.md): no new privileges, Landlock on
+//! vhost-blk-sandbox: the backend confines itself once started (docs/sandbox.md): no new privileges, Landlock on
 //! its files, and a seccomp-bpf allow-list per thread kind, compiled by rust-vmm's
-//! `seccompiler` from the lists in [`lists`].
+//! `seccompiler` from the lists in `lists.rs`.
 //!
 //! Rules:
 //! 1. [`confine`] runs once, in the main thread, after every start-up step (storage opened or
 //!    created, socket bound) and before any other thread exists: `PR_SET_NO_NEW_PRIVS`,
-//!    Landlock ([`files`]), the SIGSYS handler ([`sigsys`]), then the process filter (every
+//!    Landlock (`files.rs`), the SIGSYS handler (`sigsys.rs`), then the process filter (every
 //!    list) with TSYNC, so a thread started earlier by a library would be covered too. Every
 //!    later thread inherits all of it (seccomp and Landlock are inherited by threads created
 //!    after they are installed).
@@ -25,9 +25,22 @@
 //! 4. `clone3` returns ENOSYS in every thread (glibc then uses `clone`, whose flags a filter
 //!    can read), and `clone` without `CLONE_THREAD` traps: the backend never creates a
 //!    process. `execve` is in no list.
-//! 5. The lists live in [`lists`] only, one reason per call.
+//! 5. The lists live in `lists.rs` only, one reason per call.
 //! 6. No new privileges in every case: with `--sandbox off` the daemon still sets
 //!    `PR_SET_NO_NEW_PRIVS` ([`no_new_privs`]).
+
+// As vhost-blk's library: no unwrap, expect, panic, unreachable, indexing or slicing outside
+// tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,7 +54,7 @@ use seccompiler::{
 mod files;
 mod lists;
 mod names;
-#[cfg(feature = "sandbox-test-hook")]
+#[cfg(feature = "test-hook")]
 mod probe;
 mod sigsys;
 
@@ -134,7 +147,7 @@ pub fn enter(kind: ThreadKind) {
             stack(f, kind);
         }
     }
-    #[cfg(feature = "sandbox-test-hook")]
+    #[cfg(feature = "test-hook")]
     probe::run_in(kind);
 }
 
