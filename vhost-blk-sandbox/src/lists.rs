@@ -220,6 +220,16 @@ pub(super) const STORAGE: &[Entry] = &[
         "image locking (storage layer, reserved)",
     ),
     (
+        libc::SYS_fadvise64,
+        Any,
+        "access-pattern hints (storage layer, reserved)",
+    ),
+    (
+        libc::SYS_fstatfs,
+        Any,
+        "the image's file system, e.g. O_DIRECT alignment (reserved)",
+    ),
+    (
         libc::SYS_ioctl,
         OneOf(1, IOCTLS),
         "block-device images: size, sector sizes, discard, zero-out; FIONBIO, FIOCLEX",
