@@ -143,6 +143,14 @@ ab-8q-12 24 null-bench scsi10-bench
 ab-8q-13-busy1 12 null-bench scsi10-bench
 ab-8q-simplify 8 scsi10-bench null-bench
 EOF
+# The sandbox's cost (docs/results/sandbox/README.md): one build, A = --sandbox off, B = on.
+ab_sandbox() { # RUN ROUNDS CONFIGS
+    same "sandbox/$1/ab.md" "$ROOT/docs/results/sandbox/$1/ab.md" \
+        "$LAB" table ab "$ROOT/docs/results/sandbox/$1" --rounds "$2" --configs "$3"
+}
+ab_sandbox ab-8q 12 "null-bench null-blkio scsi10-bench memw-bench"
+ab_sandbox ab-8q-2 20 "scsi10-bench null-bench"
+ab_sandbox ab-8q-3 16 "scsi10-bench null-bench mem-bench memw-bench"
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29

@@ -115,6 +115,9 @@ step "tests"
 # Unit and integration tests of every crate. The booted-guest tests are #[ignore]d there (cargo
 # lists them as ignored); they run next, on their own.
 cargo test --workspace
+# The sandbox's probes (vhost-blk/tests/sandbox.rs): a forbidden call in each thread kind of the
+# real binary, through a test-only hook compiled only with this feature (~25 s).
+cargo test -p vhost-blk --features sandbox-test-hook --test sandbox
 step "booted-guest tests (guest-tests/tests/booted/, one guest at a time)"
 # Every booted test, with Debian's prebuilt RT kernel, real QEMU and fio; then, as root, the
 # real Slurm cluster test (ci/slurm-cluster.sh: a 2-kernel x 2-repeat smoke matrix through `run --executor slurm`, and

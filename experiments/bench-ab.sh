@@ -9,7 +9,9 @@
 #   git archive COMMIT | tar -x -C /tmp/old && (cd /tmp/old && cargo build --release -p vhost-blk -p vhost-blk-bench -p lab --bins)
 # env: ROUNDS (6), DURATION (3s), QUEUES (8), QD (16), THREADS (2), CONFIGS (all below),
 #      HOG (0; 1 keeps one host core busy with a plain CPU loop pinned to the last CPU, for
-#      the whole run, as experiments/exp-verdict.sh's busy cells do).
+#      the whole run, as experiments/exp-verdict.sh's busy cells do),
+#      A_ARGS / B_ARGS (extra backend arguments of A / B: one build against itself, e.g.
+#      A_ARGS="--sandbox off" with OLD_DIR = NEW_DIR, docs/results/sandbox/).
 # Configurations (4k random reads unless named otherwise):
 #   null-bench / null-blkio    --null 1G (zero fill into guest memory), our client / libblkio
 #   mem-bench / mem-blkio      --mem 1G (preadv from a memfd straight into guest memory)
@@ -67,9 +69,10 @@ for r in $(seq "$ROUNDS"); do
         if [ $((r % 2)) = 1 ]; then order="A B"; else order="B A"; fi
         for side in $order; do
             if [ "$side" = A ]; then VB_BACKEND_BIN=$OLD/vhost-blk; else VB_BACKEND_BIN=$NEW/vhost-blk; fi
+            if [ "$side" = A ]; then extra=${A_ARGS:-}; else extra=${B_ARGS:-}; fi
             export VB_BACKEND_BIN
-            # shellcheck disable=SC2046
-            start_backend "$WORK/backend.log" "$WORK/b.sock" ours $(backend_args "$c") --num-queues "$QUEUES"
+            # shellcheck disable=SC2046,SC2086
+            start_backend "$WORK/backend.log" "$WORK/b.sock" ours $(backend_args "$c") --num-queues "$QUEUES" $extra
             # shellcheck disable=SC2046
             timeout 120 "$NEW/vhost-blk-bench" --socket "$WORK/b.sock" --ramp 200ms --duration "$DURATION" \
                 --backend-pid "$BACKEND_PID" --json "$OUT/r$r-$c-$side.json" --queues "$QUEUES" --qd "$QD" \

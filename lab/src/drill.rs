@@ -1,11 +1,11 @@
-//! `lab drill kill|restart|reconnect|cost`: the booted drills of `guest_tests::drill`, as the
+//! `lab drill kill|restart|reconnect|cost|sandbox`: the booted drills of `guest_tests::drill`, as the
 //! experiment scripts run them (experiments/kill-experiment.sh, restart-experiment.sh,
-//! reconnect-experiment.sh, scale-cost.sh).
+//! reconnect-experiment.sh, scale-cost.sh, sandbox-status.sh).
 //!
 //! 1. The rig is one set of flags for every drill: `--kernel` (debian-rt), `--qemu` (the
 //!    suite's choice), `--backend` (the vhost-blk next to this executable), `--accel` (tcg).
 //! 2. Standard output carries the drill's record, one line with its prefix (`KILL-RESULT`,
-//!    `RESTART-RESULT`, `RECONNECT-RESULT`, `COST-RESULT`), which the experiments' tables read;
+//!    `RESTART-RESULT`, `RECONNECT-RESULT`, `COST-RESULT`, `SANDBOX-RESULT`), which the experiments' tables read;
 //!    `cost` then prints its table of medians. Each failed check is a line on standard error.
 //! 3. Exit 0: every check held; 1: a check failed (the record, when there is one, is still
 //!    printed); 2: bad arguments, or what the drill needs (suite, kernel image, QEMU, backend)
@@ -19,6 +19,7 @@ use guest_tests::drill::cost::{self, COST_PREFIX};
 use guest_tests::drill::kill::{self, KillDrill, KILL_PREFIX};
 use guest_tests::drill::reconnect::{self, ReconnectDrill};
 use guest_tests::drill::restart::{self, RestartDrill};
+use guest_tests::drill::sandbox::{self, SandboxDrill, SANDBOX_PREFIX};
 use guest_tests::drill::{DrillError, Rig};
 use guest_tests::launch::qemu::Accel;
 use guest_tests::launch::restart::{RECONNECT_PREFIX, RESULT_PREFIX};
@@ -67,6 +68,16 @@ enum Drill {
         suite: String,
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
         connections: u64,
+        #[arg(long)]
+        dir: PathBuf,
+        #[command(flatten)]
+        rig: RigArgs,
+    },
+    /// Every backend thread's seccomp and no_new_privs under a booted guest (a vhost-blk
+    /// suite; the `reconnect-idle*` ones boot fastest).
+    Sandbox {
+        #[arg(long)]
+        suite: String,
         #[arg(long)]
         dir: PathBuf,
         #[command(flatten)]
@@ -191,6 +202,17 @@ fn run(drill: Drill) -> Result<ExitCode, DrillError> {
             if let Some(r) = &out.result {
                 print_record(RECONNECT_PREFIX, r);
             }
+            Ok(verdict(&out.failures))
+        }
+        Drill::Sandbox { suite, dir, rig } => {
+            let out = sandbox::run(&rig.into(), &SandboxDrill { suite, dir })?;
+            for t in &out.threads {
+                println!(
+                    "{:<26} tid {:>7} {:<16} Seccomp: {}  NoNewPrivs: {}  Seccomp_filters: {}",
+                    out.suite, t.tid, t.name, t.seccomp, t.no_new_privs, t.filters
+                );
+            }
+            print_record(SANDBOX_PREFIX, &out);
             Ok(verdict(&out.failures))
         }
         Drill::Cost { repeat, dir, rig } => {

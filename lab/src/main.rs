@@ -4,7 +4,7 @@
 //!
 //! `lab table latency|profile|cyclictest|ab|syscalls|callgrind ...`: the backend benchmarks'
 //! tables ([`table`]); `lab table kernel-lines|restart-goals|reconnects|bisect-run ...`: the
-//! harness experiments' tables ([`harness`]). `lab drill kill|restart|reconnect|cost ...`: the
+//! harness experiments' tables ([`harness`]). `lab drill kill|restart|reconnect|cost|sandbox ...`: the
 //! booted drills the experiment scripts run ([`drill`]).
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]

@@ -34,6 +34,7 @@
 )]
 
 pub use vhost_blk_completion as completion;
+pub use vhost_blk_sandbox as sandbox;
 pub use vhost_blk_stats as stats;
 pub use vhost_blk_storage as storage;
 pub use vhost_blk_units as units;

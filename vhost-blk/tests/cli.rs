@@ -41,6 +41,7 @@ fn bad_options_exit_2_with_one_line_and_create_nothing() {
         vec!["--socket-path", s, "--null", "1G", "--num-queues", "0"],
         vec!["--socket-path", s, "--null", "1G", "--bogus"],
         vec!["--socket-path", s, "--null", "1G", "--device", "nvme"],
+        vec!["--socket-path", s, "--null", "1G", "--sandbox", "maybe"],
         vec![
             "--socket-path",
             s,

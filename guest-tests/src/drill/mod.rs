@@ -1,7 +1,8 @@
 //! Drills: the booted procedures that a check and an experiment both run. `kill` kills the
 //! backend, QEMU or both mid-write and judges the image; `restart` kills and restarts the
 //! backend mid-verify; `reconnect` kills and starts QEMU again against one backend; `cost`
-//! measures what each queue count costs at boot.
+//! measures what each queue count costs at boot; `sandbox` reads every backend thread's
+//! confinement under a booted guest.
 //!
 //! 1. A drill boots real guests (real QEMU, a real kernel image, the real backend) as its
 //!    [`Rig`] says. It returns what it measured as a typed record (the line an experiment
@@ -19,6 +20,7 @@ pub mod cost;
 pub mod kill;
 pub mod reconnect;
 pub mod restart;
+pub mod sandbox;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

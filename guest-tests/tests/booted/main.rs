@@ -18,5 +18,6 @@ mod devices;
 mod kill;
 mod reconnect;
 mod restart;
+mod sandbox;
 mod scale;
 mod smoke;

@@ -127,6 +127,17 @@ impl DeviceKind {
     }
 }
 
+/// `--sandbox`: whether the running backend confines itself (docs/sandbox.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// seccomp per thread, Landlock, no new privileges (the default).
+    #[default]
+    On,
+    /// Nothing confined: for debugging (strace of a new call, a core dump's full picture).
+    Off,
+}
+
 /// The validated settings the daemon runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -154,6 +165,8 @@ pub struct Config {
     pub syscall_trace: Option<PathBuf>,
     /// A deliberately broken image (`--test-fault`; debug builds, `--image` only).
     pub test_fault: Option<crate::storage::TestFault>,
+    /// Confine the running backend (`--sandbox`, on unless `off`).
+    pub sandbox: bool,
 }
 
 impl Config {
@@ -241,6 +254,7 @@ impl TryFrom<Args> for Config {
             write_log,
             syscall_trace,
             test_fault,
+            sandbox: o.sandbox.unwrap_or_default() == SandboxMode::On,
         })
     }
 }

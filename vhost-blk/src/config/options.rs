@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use serde::Deserialize;
 
-use super::{CompletionArgs, ConfigError, DeviceKind};
+use super::{CompletionArgs, ConfigError, DeviceKind, SandboxMode};
 use crate::completion::CompletionModel;
 use crate::scsi::topology::TopologyConfig;
 
@@ -156,6 +156,10 @@ backend_options! {
         /// threads. Needs CAP_SYS_NICE (refused before anything is created otherwise).
         #[arg(long)]
         pub rt_priority: Option<u8>,
+        /// Confine the running backend (docs/sandbox.md): a seccomp allow-list per thread,
+        /// Landlock on its files, no new privileges. `off` is for debugging only.
+        #[arg(long, value_enum, value_name = "on|off")]
+        pub sandbox: Option<SandboxMode>,
         /// `[completion]` of the settings file: the MSI-X latency / coalescing model (on the
         /// command line, [`CompletionArgs`] sets it field by field).
         #[arg(skip)]

@@ -26,6 +26,37 @@ fn minimal_use_gives_eight_queues() {
     assert_eq!(c.queue_size, 256);
     assert_eq!(c.device, DeviceKind::Blk);
     assert_eq!(c.serial, DEFAULT_SERIAL);
+    assert!(c.sandbox, "the sandbox is on by default");
+}
+
+#[test]
+fn sandbox_is_on_unless_off_from_the_command_line_or_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "socket_path = \"/tmp/s\"\nnull = \"1G\"\nsandbox = \"off\"\n",
+    )
+    .unwrap();
+    let c = |v: &[&str]| Config::try_from(args(v)).unwrap().sandbox;
+    let f = cfg.to_str().unwrap();
+    assert!(!c(&["-c", f]));
+    assert!(c(&["-c", f, "--sandbox", "on"]));
+    assert!(!c(&[
+        "--socket-path",
+        "/s",
+        "--null",
+        "1G",
+        "--sandbox",
+        "off"
+    ]));
+    assert!(c(&["--socket-path", "/s", "--null", "1G"]));
+    std::fs::write(
+        &cfg,
+        "socket_path = \"/tmp/s\"\nnull = \"1G\"\nsandbox = \"maybe\"\n",
+    )
+    .unwrap();
+    assert!(Config::try_from(args(&["-c", f])).is_err());
 }
 
 #[test]

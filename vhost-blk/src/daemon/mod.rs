@@ -38,6 +38,7 @@ use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
 use crate::device::workers::OwnWorkers;
 use crate::device::{BackendOptions, DeviceBackend, Personality, RequestKind, SharedStats};
+use crate::sandbox::{self, SandboxError, ThreadKind};
 use crate::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use crate::scsi::{ScsiOptions, ScsiPersonality};
 use crate::stats::{DeviceStats, QueueStats, RequestNames, StatsExporter};
@@ -63,6 +64,8 @@ pub enum DaemonError {
     VhostUser(String),
     #[error("--rt-priority {prio}: sched_setscheduler(SCHED_FIFO): {source}")]
     Realtime { prio: u8, source: std::io::Error },
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
     #[error("cannot start the signal thread: {0}")]
     SignalThread(#[source] std::io::Error),
     #[error("{0}")]
@@ -156,24 +159,27 @@ fn spawn_signal_thread(
 ) -> Result<(), DaemonError> {
     std::thread::Builder::new()
         .name("signals".into())
-        .spawn(move || loop {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer
-            // (vmm-sys-util has no wrapper for sigwait).
-            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                continue;
-            }
-            if sig == libc::SIGUSR1 {
-                on_usr1();
-                continue;
-            }
-            tracing::info!("signal {sig}: finishing in-flight requests and exiting");
-            control.stop.store(true, Ordering::SeqCst);
-            let handle = lock(&control.connection).take();
-            match handle {
-                Some(h) => h.shutdown(),
-                // Waiting in accept(): a connection of our own wakes it up.
-                None => drop(UnixStream::connect(&socket)),
+        .spawn(move || {
+            sandbox::enter(ThreadKind::Signals);
+            loop {
+                let mut sig: libc::c_int = 0;
+                // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer
+                // (vmm-sys-util has no wrapper for sigwait).
+                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    continue;
+                }
+                if sig == libc::SIGUSR1 {
+                    on_usr1();
+                    continue;
+                }
+                tracing::info!("signal {sig}: finishing in-flight requests and exiting");
+                control.stop.store(true, Ordering::SeqCst);
+                let handle = lock(&control.connection).take();
+                match handle {
+                    Some(h) => h.shutdown(),
+                    // Waiting in accept(): a connection of our own wakes it up.
+                    None => drop(UnixStream::connect(&socket)),
+                }
             }
         })
         .map(drop)
@@ -333,7 +339,9 @@ fn serve<P: Personality>(
             }
         })
     };
-    if let Err(e) = spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1) {
+    let started = confine(config)
+        .and_then(|()| spawn_signal_thread(sigset, control.clone(), path.clone(), on_usr1));
+    if let Err(e) = started {
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
@@ -356,6 +364,25 @@ fn serve<P: Personality>(
     let line = stats.export();
     tracing::info!("{line}");
     result
+}
+
+/// `--sandbox on` (the default): the process confines itself now that everything it opens at
+/// start-up is open and no other thread runs yet (sandbox, rule 1).
+fn confine(config: &Config) -> Result<(), DaemonError> {
+    if config.sandbox {
+        let paths = sandbox::Paths {
+            socket_dir: sandbox::parent_dir(&config.socket_path),
+            stats_dir: config.stats_file.as_deref().map(sandbox::parent_dir),
+        };
+        let report = sandbox::confine(&paths)?;
+        tracing::info!("sandbox: seccomp per thread kind; {}", report.landlock);
+    } else {
+        sandbox::no_new_privs()
+            .map_err(|e| DaemonError::Other(format!("PR_SET_NO_NEW_PRIVS: {e}")))?;
+        tracing::warn!("sandbox off (--sandbox off): no seccomp filter and no Landlock; no new privileges only");
+    }
+    sandbox::enter(ThreadKind::Main);
+    Ok(())
 }
 
 /// A private connection to a fresh listener of vhost-user-backend's handler: the listener on

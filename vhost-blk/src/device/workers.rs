@@ -314,7 +314,10 @@ impl OwnWorkers {
             let (t2, body) = (t.clone(), body.clone());
             let h = std::thread::Builder::new()
                 .name(format!("vring_own_{}", t.id))
-                .spawn(move || body(&t2))?;
+                .spawn(move || {
+                    crate::sandbox::enter(crate::sandbox::ThreadKind::Worker);
+                    body(&t2)
+                })?;
             me.threads.push((t.clone(), Some(h)));
         }
         Ok(me)
