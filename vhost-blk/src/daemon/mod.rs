@@ -18,6 +18,10 @@
 //!    shutdown handle, a report closure or a queue's counters, each replaced or read whole, so
 //!    a holder that panicked left nothing half written, and the signal thread must still be
 //!    able to stop the daemon.
+//! 4. Once everything start-up opens is open and the socket is bound, and before the signal
+//!    thread or any connection's thread exists, the process confines itself ([`sandbox`];
+//!    `--sandbox off` for debugging); each thread kind enters its own filter where its job
+//!    starts (docs/sandbox.md).
 
 pub mod relay;
 mod rings;
