@@ -80,8 +80,8 @@ cargo run -q -p guest-tests -- images build debian-rt debian-rt73
 # helper and in a spin_trylock() loop must not be improved (the trylock loop is seen by the
 # failed-trylock and CPU guards, not by the contention tracepoints), v7 with a weakened barrier
 # and no litmus test must not be improved (ordering not checked on its code), v7 plus a
-# WARN_ONCE under I/O must be worse (the kernel log), v7 plus a panic in 7 boots of 8 (both boots
-# survive with chance 1/64) and v7 plus a lost queue run (the I/O hangs: each such boot waits for
+# WARN_ONCE under I/O must be worse (the kernel log), v7 plus a panic in 15 boots of 16 (both boots
+# survive with chance 1/256) and v7 plus a lost queue run (the I/O hangs: each such boot waits for
 # a 120 s timeout here, 2.4 times a boot of this cell on a quiet host) must be worse (their boots). The queue_lock must be named by its address
 # on every kernel with a successful boot (`check judgement` fails when a per-lock figure is
 # missing). ~5 min of kernel builds (cold rt128, then ~10 s each), ~10 min of boots. Before the

@@ -10,7 +10,7 @@
 #                        litmus test given: not improved (ordering not checked on its code)
 #   rt128+trylockspin    the queue_lock taken in a spin_trylock() loop: not improved
 #   rt128+warnonce       v7 plus a WARN_ONCE under I/O: worse (the kernel log)
-#   rt128+panicsome      v7 plus a panic under I/O in about 7 boots of 8: worse (its boots)
+#   rt128+panicsome      v7 plus a panic under I/O in about 15 boots of 16: worse (its boots)
 #   rt128+hang           v7 plus a lost queue run, the I/O hangs: worse (its boots)
 # Prints each run's judgements and whether they are as expected; the runs stay under OUT
 # (docs/results/verdict-controls/ holds the committed ones).
