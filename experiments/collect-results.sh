@@ -3,14 +3,16 @@
 # matrix index, as compact JSON (the same values without the indentation, a quarter of the
 # bytes), then rebuilds report.md from those copies so that every number in it comes from the
 # committed files. No console logs, initrds or raw streams; the plots the report draws are not
-# committed either (.gitignore: guest-tests report draws them again).
+# committed either (.gitignore: guest-tests report draws them again). Kept failed attempts
+# (`RUN.attemptK/`, a boot the executor retried) are copied too: every boot counts in the
+# judgement (docs/verdict.md).
 # Usage: experiments/collect-results.sh MATRIX_DIR DEST_DIR [report title]
 set -euo pipefail
 src=$1 dest=$2 title=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$dest"
 # One Python for all files (not one per file): each path relative to $src, copied compact.
-(cd "$src" && find . -name results.json -o -name index.json | grep -v '\.attempt[0-9]*/') |
+(cd "$src" && find . -name results.json -o -name index.json) |
     python3 -c 'import json, os, sys
 src, dest = sys.argv[1:]
 for f in sys.stdin.read().splitlines():

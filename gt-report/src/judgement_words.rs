@@ -41,13 +41,17 @@ fn what(metric: &str) -> String {
 /// One metric's line: words, base -> other with the unit, ratio, class (`class` overrides the
 /// class's own words).
 fn metric_line(part: &str, j: &Judged, class: &str) -> String {
+    let ratio = if j.ratio.is_none() && j.base_mean == 0.0 && j.base_n >= 2 {
+        "no ratio (0 in every boot of the baseline)".to_string()
+    } else {
+        ratio_words(j.ratio.as_ref())
+    };
     format!(
-        "{part}: {}: {} -> {} {}, {}: {class}",
+        "{part}: {}: {} -> {} {}, {ratio}: {class}",
         what(&j.metric),
         fmt_num(j.base_mean),
         fmt_num(j.other_mean),
         j.unit,
-        ratio_words(j.ratio.as_ref()),
     )
 }
 
