@@ -274,13 +274,11 @@ fn from_zero_class(other: &[f64]) -> Class {
     if other.iter().all(|v| *v == 0.0) {
         return Class::Unchanged;
     }
-    let n = other.len() as f64;
     if other.len() < 2 {
         return Class::Undecided;
     }
-    use statrs::distribution::{ContinuousCDF, StudentsT};
-    let t = StudentsT::new(0.0, 1.0, n - 1.0).map_or(f64::NAN, |t| t.inverse_cdf(0.975));
-    let lo = mean(other) - t * (variance(other) / n).sqrt();
+    let n = other.len() as f64;
+    let lo = mean(other) - super::t_half_width(variance(other) / n, n - 1.0);
     if lo > 0.0 {
         Class::Increased
     } else {

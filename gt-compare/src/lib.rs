@@ -89,7 +89,7 @@ pub struct Paired {
     pub wilcoxon_p: Option<f64>,
 }
 
-fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
+pub(crate) fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     if !(var_of_mean.is_finite() && df > 0.0) {
         return f64::NAN;

@@ -19,7 +19,9 @@
 //!    moved.
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal};
+
+use super::t_quantile;
 
 use super::super::judgement::{spec_of, EFFECT_ALPHA};
 use super::super::{mean, variance, Comparison};
@@ -57,11 +59,11 @@ fn phi(x: f64) -> f64 {
 }
 
 fn t975(df: f64) -> f64 {
-    StudentsT::new(0.0, 1.0, df.max(1.0)).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
+    t_quantile(0.975, df)
 }
 
 fn t_two_sided(alpha: f64, df: f64) -> f64 {
-    StudentsT::new(0.0, 1.0, df.max(1.0)).map_or(f64::NAN, |t| t.inverse_cdf(1.0 - alpha / 2.0))
+    t_quantile(1.0 - alpha / 2.0, df)
 }
 
 /// The pilot of one metric from the runs (rule 1), when both kernels have 2+ positive values.
