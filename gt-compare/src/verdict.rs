@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::judgement::{self, Judgement, KernelJudgement};
 use super::{Comparison, Diff, MetricRow};
-use crate::metrics::{LockFigure, StepFigure};
+use crate::metrics::LockFigure;
 use crate::results::RunResult;
 use crate::suite::VerdictSpec;
 
@@ -37,39 +37,12 @@ use crate::suite::VerdictSpec;
 pub const STARVED_FRACTION: f64 = 0.6;
 
 /// What the verdict reports beside the primary metric: the runs' `[verdict]` (`info.verdict`,
-/// written from the suite), or for results written before suites declared it, the seed-000
-/// verdict this code held until then (suite::verdict rule 4): its companions, its observation
-/// and, when the primary is queue_lock's share of the contentions, its caveat.
-pub fn verdict_spec_of(runs: &[RunResult], primary: &str) -> VerdictSpec {
-    if let Some(v) = runs.iter().find_map(|r| r.info.verdict.as_ref()) {
-        return v.clone();
-    }
-    use LockFigure as F;
-    let lock = |f: F| f.suffix().to_string();
-    let step = |f: StepFigure| f.suffix().to_string();
-    let share = primary.ends_with(F::QlockContentionSharePct.suffix());
-    VerdictSpec {
-        companions: vec![
-            lock(F::QlockWaitMsPerS),
-            lock(F::QlockWaitCountPerKio),
-            lock(F::DblockedPeak),
-            F::DblockedGePct.with_k(2),
-            F::DblockedGePct.with_k(4),
-            lock(F::QlockBlockedPeak),
-            lock(F::DsleepPerKio),
-            step(StepFigure::Iops),
-            step(StepFigure::GuestCpuPerS),
-            step(StepFigure::HostOtherCpuPerS),
-            step(StepFigure::HostStealCpuPerS),
-        ],
-        observation: Some("the seed: 6-8 of 8".into()),
-        caveat: share.then(|| {
-            "A contention counts as queue_lock's when blk_mq_run_hw_queue took the lock, so any \
-             patch that takes it out of that function reads 0 here by construction: the share \
-             shows that a patch applied, not that it helps."
-                .into()
-        }),
-    }
+/// written from the suite; results written before suites declared it were given theirs by
+/// `guest-tests migrate verdict`, docs/results/migrations), else nothing beside it.
+pub fn verdict_spec_of(runs: &[RunResult]) -> VerdictSpec {
+    runs.iter()
+        .find_map(|r| r.info.verdict.clone())
+        .unwrap_or_default()
 }
 
 /// A baseline wait per contention of at least this share of a host slice is taken as host
@@ -228,7 +201,7 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     for m in tput {
         rows.extend(verdict_row(c, "throughput", m, &other));
     }
-    let words = verdict_spec_of(runs, &primary);
+    let words = verdict_spec_of(runs);
     for suffix in &words.companions {
         rows.extend(verdict_row(
             c,

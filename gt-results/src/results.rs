@@ -203,6 +203,12 @@ impl RunResult {
 
     /// Writes `dir/results.json` (atomically: temp file + rename), creating `dir`.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, ResultsError> {
+        self.write_as(dir, false)
+    }
+
+    /// [`Self::write`], indented or compact (one line and a newline: how docs/results keeps
+    /// them, experiments/collect-results.sh).
+    pub fn write_as(&self, dir: &Path, compact: bool) -> Result<PathBuf, ResultsError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ResultsError::Io { path, source }
@@ -210,7 +216,15 @@ impl RunResult {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let path = dir.join(RESULTS_FILE);
         let tmp = dir.join(format!(".{RESULTS_FILE}.tmp"));
-        let json = serde_json::to_vec_pretty(self).map_err(|source| ResultsError::Json {
+        let json = if compact {
+            serde_json::to_vec(self).map(|mut v| {
+                v.push(b'\n');
+                v
+            })
+        } else {
+            serde_json::to_vec_pretty(self)
+        }
+        .map_err(|source| ResultsError::Json {
             path: path.clone(),
             source,
         })?;

@@ -13,13 +13,13 @@
 //!    takes the lock out of the function it is counted in).
 //! 4. A suite with a `primary_metric` declares a `[verdict]` ([`super::SuiteSpec`]'s check), and
 //!    every run copies it into results.json (`info.verdict`): a verdict is rebuilt from results
-//!    alone. Results written before the table existed carry none; compare gives them the seed-000
-//!    verdict the code held until then (compare::verdict's legacy rule).
+//!    alone. Results written before the table existed were given the one they were judged with,
+//!    as data, by `guest-tests migrate verdict` (docs/results/migrations).
 
 use serde::{Deserialize, Serialize};
 
 /// A suite's `[verdict]` table, copied into every run's results.json (`info.verdict`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerdictSpec {
     #[serde(default)]

@@ -17,6 +17,7 @@ mod check;
 mod compare_cmd;
 mod each;
 mod executor;
+mod migrate;
 mod ordering;
 mod run;
 mod runs;
@@ -79,6 +80,10 @@ pub enum Cmd {
     /// Build and boot the tree's checkout, classify it against good and bad runs: exit 0
     /// (good), 1 (bad), 125 (cannot decide, build or boot failed), for `git bisect run`.
     Judge(Box<JudgeArgs>),
+    /// Bring results written by older versions up to today's schema, once (e.g. `migrate
+    /// verdict --from FILE DIR...`: the `[verdict]` they were judged with, as data).
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCmd),
 }
 
 fn split_kernels(k: Option<&str>) -> Vec<String> {
@@ -178,6 +183,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             Err(e) => fail(&e, e.exit_code() as u8),
         },
         Cmd::Ordering(a) => ordering::ordering_cmd(&a),
+        Cmd::Migrate(c) => migrate::migrate_cmd(&c),
         Cmd::Suites {
             variants: Some(name),
         } => match Suite::load(&suite::default_dir(), &name) {
