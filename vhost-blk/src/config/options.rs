@@ -126,7 +126,8 @@ backend_options! {
         /// RAM disk of this size.
         #[arg(long, value_name = "SIZE")]
         pub mem: Option<String>,
-        /// Number of request queues (MSI-X vectors), 1..=64 (virtio-scsi: 1..=62).
+        /// Number of request queues (MSI-X vectors), 1..=256 (virtio-scsi: 1..=254, two of its
+        /// vrings are control and event); default 8.
         #[arg(long)]
         pub num_queues: Option<u16>,
         /// Maximum descriptors per queue (power of two, 2..=32768).
