@@ -4,10 +4,10 @@
 //!
 //! Contract:
 //! 1. Every ratio is other / baseline with a 95 % confidence interval: Welch's t on the
-//!    logarithms (a ratio of geometric means) when every value is positive, else Welch's
-//!    interval of the difference of means divided by the baseline's mean. Each kernel is
-//!    compared with the baseline alone; nothing is corrected across kernels or metrics, and the
-//!    words say so.
+//!    logarithms (a ratio of geometric means, `gt_stats::geo_ratio`; none when both sides are
+//!    constant) when every value is positive, else Welch's interval of the difference of means
+//!    divided by the baseline's mean. Each kernel is compared with the baseline alone; nothing
+//!    is corrected across kernels or metrics, and the words say so.
 //! 2. Mechanism, per metric (lower is better): `reduced` when the CI lies below
 //!    `1 - min_reduction`, `increased` when it lies above `1 / (1 - min_reduction)`,
 //!    `unchanged` when it lies between the two, else `undecided`. The part is `increased` when
@@ -42,6 +42,7 @@
 //!    `increased` when the kernel's 95 % interval of the mean lies above 0, `unchanged` when
 //!    the kernel is 0 too, else `undecided`.
 
+use gt_stats::GeoError;
 use serde::{Deserialize, Serialize};
 
 use super::{mean, variance, welch_diff_ci95, welch_p, Comparison, MetricRow};
@@ -189,23 +190,25 @@ pub struct KernelJudgement {
 
 /// Rule 1.
 pub fn ratio_ci(base: &[f64], other: &[f64]) -> Option<RatioCi> {
-    if base.len() < 2 || other.len() < 2 {
-        return None;
+    match gt_stats::geo_ratio(base, other) {
+        Ok(g) => {
+            let (lo, hi) = g.ci95?;
+            Some(RatioCi {
+                ratio: g.ratio,
+                lo,
+                hi,
+                p: g.p,
+                log: true,
+            })
+        }
+        Err(GeoError::NotPositive) => ratio_of_means(base, other),
+        Err(GeoError::TooFew { .. }) => None,
     }
-    if base.iter().chain(other).all(|v| *v > 0.0 && v.is_finite()) {
-        let (lb, lo): (Vec<f64>, Vec<f64>) = (
-            base.iter().map(|v| v.ln()).collect(),
-            other.iter().map(|v| v.ln()).collect(),
-        );
-        let (a, b) = welch_diff_ci95(&lo, &lb)?;
-        return Some(RatioCi {
-            ratio: (mean(&lo) - mean(&lb)).exp(),
-            lo: a.exp(),
-            hi: b.exp(),
-            p: welch_p(&lo, &lb),
-            log: true,
-        });
-    }
+}
+
+/// Rule 1 where a value is not positive: Welch's interval of the difference of means over the
+/// baseline's mean (None when that mean is not positive).
+fn ratio_of_means(base: &[f64], other: &[f64]) -> Option<RatioCi> {
     let mb = mean(base);
     if mb <= 0.0 || !mb.is_finite() {
         return None;
@@ -274,15 +277,11 @@ fn from_zero_class(other: &[f64]) -> Class {
     if other.iter().all(|v| *v == 0.0) {
         return Class::Unchanged;
     }
-    if other.len() < 2 {
-        return Class::Undecided;
-    }
+    // One value has no interval (gt-stats rule 3): undecided.
     let n = other.len() as f64;
-    let lo = mean(other) - super::t_half_width(variance(other) / n, n - 1.0);
-    if lo > 0.0 {
-        Class::Increased
-    } else {
-        Class::Undecided
+    match gt_stats::half_width_95(variance(other) / n, n - 1.0) {
+        Some(h) if mean(other) - h > 0.0 => Class::Increased,
+        _ => Class::Undecided,
     }
 }
 

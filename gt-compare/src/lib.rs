@@ -5,9 +5,10 @@
 //! Statistics only: rendering is the report's. Units and directions come from the metric
 //! registry ([`gt_results::metrics::registry`]).
 //!
-//! Statistics are in `stats`: CI of the mean from Student's t, Welch's t-test,
-//! Mann-Whitney U (exact without ties, else normal approximation) and an LKP-style flag
-//! (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per kernel).
+//! Statistics are in `stats`: CI of the mean from Student's t, Welch's t-test (both
+//! `gt-stats`'s), Mann-Whitney U (exact without ties, else normal approximation) and an
+//! LKP-style flag (|median change| >= 5 %, non-overlapping min-max ranges, at least 2 runs per
+//! kernel).
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
@@ -89,27 +90,13 @@ pub struct Paired {
     pub wilcoxon_p: Option<f64>,
 }
 
-pub(crate) fn t_half_width(var_of_mean: f64, df: f64) -> f64 {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
-    if !(var_of_mean.is_finite() && df > 0.0) {
-        return f64::NAN;
-    }
-    StudentsT::new(0.0, 1.0, df)
-        .map(|t| t.inverse_cdf(0.975) * var_of_mean.sqrt())
-        .unwrap_or(f64::NAN)
-}
-
-/// Welch's difference of means (b - a) with its 95 % CI half-width (0 when both samples have
-/// zero variance).
+/// Welch's difference of means (b - a) with its 95 % CI half-width (`gt_stats` rules 3 and 5:
+/// 0 when both samples have zero variance).
 fn welch_diff(a: &[f64], b: &[f64]) -> Option<Diff> {
     let (se2, df) = stats::welch_terms(a, b)?;
     Some(Diff {
         mean: mean(b) - mean(a),
-        ci95: if se2 > 0.0 {
-            t_half_width(se2, df)
-        } else {
-            0.0
-        },
+        ci95: gt_stats::half_width_95(se2, df)?,
     })
 }
 
@@ -127,11 +114,7 @@ fn paired(base: &BTreeMap<u32, f64>, other: &BTreeMap<u32, f64>) -> Option<Paire
         n: d.len(),
         diff: Diff {
             mean: m,
-            ci95: if v > 0.0 {
-                t_half_width(v / d.len() as f64, (d.len() - 1) as f64)
-            } else {
-                0.0
-            },
+            ci95: gt_stats::half_width_95(v / d.len() as f64, (d.len() - 1) as f64)?,
         },
         t_p: sequential::paired_t_p(&d),
         wilcoxon_p: sequential::wilcoxon_signed_rank_p(&d),

@@ -14,12 +14,12 @@
 //!    than [`MAX_N`], or the observed ratio does not lie on the side asked.
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal};
 
 pub mod design;
 
 use super::judgement::{spec_of, EFFECT_ALPHA};
-use super::{mean, variance, Comparison};
+use super::Comparison;
 use crate::results::RunResult;
 
 /// The largest n the search tries.
@@ -45,8 +45,11 @@ pub struct PowerRow {
     pub n_width: Option<usize>,
 }
 
+/// The p quantile of t (`gt_stats::t_quantile`). The degrees of freedom here are always valid
+/// (Welch's at n >= 2, infinite for zero spreads; 2n - 2 in the design); were they not, the
+/// critical value is infinite: no n reaches it, no chance is claimed.
 fn t_quantile(p: f64, df: f64) -> f64 {
-    StudentsT::new(0.0, 1.0, df.max(1.0)).map_or(f64::NAN, |t| t.inverse_cdf(p))
+    gt_stats::t_quantile(p, df).unwrap_or(f64::INFINITY)
 }
 
 fn z(p: f64) -> f64 {
@@ -56,7 +59,7 @@ fn z(p: f64) -> f64 {
 /// The standard error and Welch's degrees of freedom of the difference of mean logs at n each.
 fn se_df(sa: f64, sb: f64, n: usize) -> (f64, f64) {
     let (va, vb) = (sa * sa / n as f64, sb * sb / n as f64);
-    let df = (va + vb).powi(2) / ((va * va + vb * vb) / (n as f64 - 1.0)).max(f64::MIN_POSITIVE);
+    let df = gt_stats::welch_df(va, n as f64 - 1.0, vb, n as f64 - 1.0);
     ((va + vb).sqrt(), df)
 }
 
@@ -94,12 +97,6 @@ pub fn boots_needed(
     (n_decide, n_one, n_width)
 }
 
-fn logs(v: &[f64]) -> Option<Vec<f64>> {
-    v.iter()
-        .all(|x| *x > 0.0 && x.is_finite())
-        .then(|| v.iter().map(|x| x.ln()).collect())
-}
-
 /// Every metric of the runs' `[judgement]`, every kernel after the baseline.
 pub fn power_rows(c: &Comparison, runs: &[RunResult], width: f64) -> Vec<PowerRow> {
     let Some(spec) = spec_of(runs) else {
@@ -118,22 +115,19 @@ pub fn power_rows(c: &Comparison, runs: &[RunResult], width: f64) -> Vec<PowerRo
             let (Some(b), Some(o)) = (row.values.get(c.baseline()), row.values.get(k)) else {
                 continue;
             };
-            let (Some(lb), Some(lo)) = (logs(b), logs(o)) else {
+            // Two positive values a side at least (gt-stats rule 6).
+            let Ok(g) = gt_stats::geo_ratio(b, o) else {
                 continue;
             };
-            if lb.len() < 2 || lo.len() < 2 {
-                continue;
-            }
-            let d = mean(&lo) - mean(&lb);
-            let (sa, sb) = (variance(&lb).sqrt(), variance(&lo).sqrt());
+            let (d, sa, sb) = (g.log_ratio, g.log_var.0.sqrt(), g.log_var.1.sqrt());
             let decide = (role == "mechanism").then_some(floor);
             let (n_decide, n_exclude_one, n_width) = boots_needed(d, sa, sb, decide, alpha, width);
             out.push(PowerRow {
                 metric: m.clone(),
                 role: role.into(),
                 kernel: k.clone(),
-                n_now: (lb.len(), lo.len()),
-                ratio: d.exp(),
+                n_now: (b.len(), o.len()),
+                ratio: g.ratio,
                 sd_log_base: sa,
                 sd_log_other: sb,
                 n_decide,

@@ -1,16 +1,18 @@
-//! Sample statistics and two-sample tests.
+//! Sample summaries and the rank tests.
 //!
-//! - 95 % confidence interval of the mean: Student's t with n - 1 degrees of freedom.
-//! - Welch's t-test: two-sided, Welch–Satterthwaite degrees of freedom.
+//! - 95 % confidence interval of the mean: Student's t with n - 1 degrees of freedom
+//!   (`gt_stats::mean_half_width_95`).
+//! - Welch's t-test, the mean and the variance are `gt-stats`'s, re-exported here.
 //! - Mann-Whitney U: two-sided. Exact (the full null distribution of U, counted) when there are
 //!   no ties and n1 + n2 <= [`MWU_EXACT_MAX_N`]; otherwise the normal approximation with tie
 //!   correction and continuity correction. This is what scipy's `mannwhitneyu` computes with
 //!   `method="exact"` and `method="asymptotic"` respectively; the tests check both against it.
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal};
 
 pub use crate::metrics::{median_sorted, quantile_sorted};
+pub use gt_stats::{mean, variance, welch_diff_ci95, welch_p, welch_terms};
 
 /// Largest n1 + n2 for which the exact Mann-Whitney distribution is used.
 pub const MWU_EXACT_MAX_N: usize = 60;
@@ -34,18 +36,6 @@ pub struct Summary {
     pub q3: f64,
 }
 
-/// The arithmetic mean: the sum in order, divided by n (NaN for an empty sample). The one
-/// declaration of it; compare's other rooms and the report use this one.
-pub fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-/// The sample variance (n - 1 in the denominator; NaN for fewer than 2 values).
-pub fn variance(x: &[f64]) -> f64 {
-    let m = mean(x);
-    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64
-}
-
 /// Summarises a sample; None when it is empty or holds a non-finite value.
 pub fn summarize(x: &[f64]) -> Option<Summary> {
     if x.is_empty() || x.iter().any(|v| !v.is_finite()) {
@@ -56,13 +46,7 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
     let n = s.len();
     let m = mean(&s);
     let sd = if n > 1 { variance(&s).sqrt() } else { 0.0 };
-    let ci95 = (n > 1).then(|| {
-        let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
-            .map(|d| d.inverse_cdf(0.975))
-            .unwrap_or(f64::NAN);
-        let h = t * sd / (n as f64).sqrt();
-        (m - h, m + h)
-    });
+    let ci95 = gt_stats::mean_half_width_95(n, sd).map(|h| (m - h, m + h));
     Some(Summary {
         n,
         median: median_sorted(&s),
@@ -75,47 +59,6 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
         q1: quantile_sorted(&s, 0.25),
         q3: quantile_sorted(&s, 0.75),
     })
-}
-
-/// Welch's terms for a difference of two means: the squared standard error of mean(a) -
-/// mean(b) and its Welch-Satterthwaite degrees of freedom (infinite when both samples have zero
-/// variance); None for n < 2 in either sample. The one computation of Welch's test: [`welch_p`],
-/// [`welch_diff_ci95`] and compare's per-metric `Diff` take it.
-pub fn welch_terms(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (va, vb) = (variance(a) / a.len() as f64, variance(b) / b.len() as f64);
-    let se2 = va + vb;
-    let df = if se2 > 0.0 {
-        se2 * se2 / (va * va / (a.len() - 1) as f64 + vb * vb / (b.len() - 1) as f64)
-    } else {
-        f64::INFINITY
-    };
-    Some((se2, df))
-}
-
-/// The standard error and degrees of freedom of [`welch_terms`], for a test: None also when
-/// both variances are zero (no t statistic).
-fn welch_se_df(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
-    let (se2, df) = welch_terms(a, b)?;
-    (se2 > 0.0 && se2.is_finite()).then(|| (se2.sqrt(), df))
-}
-
-/// Welch's two-sided t-test p-value (None for n < 2 in either sample or zero variance in both).
-pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
-    let (se, df) = welch_se_df(a, b)?;
-    let t = (mean(a) - mean(b)) / se;
-    let d = StudentsT::new(0.0, 1.0, df).ok()?;
-    Some((2.0 * d.cdf(-t.abs())).min(1.0))
-}
-
-/// 95 % confidence interval of mean(a) - mean(b), Welch's (the interval `welch_p` inverts).
-pub fn welch_diff_ci95(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
-    let (se, df) = welch_se_df(a, b)?;
-    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
-    let d = mean(a) - mean(b);
-    Some((d - t * se, d + t * se))
 }
 
 /// Which Mann-Whitney computation was used.
@@ -243,34 +186,9 @@ pub fn lkp_flag(base: &Summary, other: &Summary, threshold: f64) -> bool {
 mod tests {
     use super::*;
 
-    // Reference values from scipy 1.17.1: stats.ttest_ind(equal_var=False),
-    // stats.mannwhitneyu(alternative="two-sided", method=...), stats.t.ppf(0.975, n - 1).
-    const A: [f64; 6] = [12.1, 14.3, 9.8, 15.6, 11.2, 12.4];
-    const B: [f64; 6] = [5.2, 6.1, 4.9, 6.3, 5.5, 6.0];
-    const A2: [f64; 10] = [1., 2., 2., 3., 4., 4., 5., 6., 7., 8.];
-    const B2: [f64; 10] = [2., 3., 3., 4., 5., 6., 6., 7., 9., 9.];
-    const A3: [f64; 5] = [1.0, 2.5, 3.1, 4.7, 5.2];
-    const B3: [f64; 7] = [2.0, 3.5, 4.1, 6.0, 7.3, 8.8, 9.1];
-
-    fn close(a: f64, b: f64, rel: f64) -> bool {
-        (a - b).abs() <= rel * b.abs().max(1e-300)
-    }
-
-    #[test]
-    fn welch_ci_is_the_interval_welch_p_inverts() {
-        let a = [10.0, 12.0, 11.5];
-        let b = [7.0, 8.5, 7.5, 8.0];
-        let (lo, hi) = welch_diff_ci95(&a, &b).unwrap();
-        let d = 11.166666666666666 - 7.75;
-        assert!(lo < d && d < hi && (d - lo - (hi - d)).abs() < 1e-9);
-        // Shifting b by either end of the interval puts the difference on the 5 % boundary.
-        for shift in [lo, hi] {
-            let b2: Vec<f64> = b.iter().map(|x| x + shift).collect();
-            assert!((welch_p(&a, &b2).unwrap() - 0.05).abs() < 1e-9, "{shift}");
-        }
-        assert_eq!(welch_diff_ci95(&[1.0], &b), None);
-        assert_eq!(welch_diff_ci95(&[1.0, 1.0], &[2.0, 2.0]), None);
-    }
+    // Reference values from scipy 1.17.1 (stats.mannwhitneyu(alternative="two-sided",
+    // method=...), stats.t.ppf(0.975, n - 1)) on gt-stats' reference samples.
+    use gt_stats::testing::{close, A, A2, A3, B, B2, B3};
 
     #[test]
     fn summary_matches_reference() {
@@ -295,30 +213,11 @@ mod tests {
             1e-12
         ));
         let s3 = summarize(&B3).unwrap();
-        assert!(close(
-            s3.ci95.unwrap().1 - s3.mean,
-            2.5269985170607163,
-            1e-9
-        ));
         assert_eq!(s3.median, 6.0);
         assert!(close(s3.q1, 3.8, 1e-12) && close(s3.q3, 8.05, 1e-12));
-        let one = summarize(&[3.0]).unwrap();
-        assert_eq!((one.sd, one.ci95), (0.0, None));
+        assert_eq!(summarize(&[3.0]).unwrap().sd, 0.0);
         assert!(summarize(&[]).is_none());
         assert!(summarize(&[1.0, f64::NAN]).is_none());
-    }
-
-    #[test]
-    fn welch_matches_reference() {
-        assert!(close(
-            welch_p(&A, &B).unwrap(),
-            0.00030290431367790613,
-            1e-6
-        ));
-        assert!(close(welch_p(&A2, &B2).unwrap(), 0.2745238314157138, 1e-6));
-        assert!(close(welch_p(&A3, &B3).unwrap(), 0.07712906079705929, 1e-6));
-        assert_eq!(welch_p(&[1.0], &B), None);
-        assert_eq!(welch_p(&[2.0, 2.0], &[2.0, 2.0]), None);
     }
 
     #[test]
@@ -363,7 +262,6 @@ mod tests {
         let m = mann_whitney(&a, &b).unwrap();
         assert_eq!((m.u, m.method), (213.0, MwuMethod::Exact));
         assert!(close(m.p, 0.005665446313855862, 1e-9), "{}", m.p);
-        assert!(close(welch_p(&a, &b).unwrap(), 0.004980660901894964, 1e-6));
         // Appending a tie switches to the approximation.
         let mut b2 = b.to_vec();
         b2.push(a[0]);

@@ -24,7 +24,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use super::t_quantile;
 
 use super::super::judgement::{spec_of, EFFECT_ALPHA};
-use super::super::{mean, variance, Comparison};
+use super::super::Comparison;
 use crate::metrics::registry::Better;
 use crate::results::RunResult;
 
@@ -66,18 +66,15 @@ fn t_two_sided(alpha: f64, df: f64) -> f64 {
     t_quantile(1.0 - alpha / 2.0, df)
 }
 
-/// The pilot of one metric from the runs (rule 1), when both kernels have 2+ positive values.
+/// The pilot of one metric from the runs (rule 1), when both kernels have 2+ positive values
+/// (gt-stats rule 6).
 fn pilot(c: &Comparison, metric: &str, kernel: &str) -> Option<Pilot> {
     let row = c.rows.iter().find(|r| r.metric == metric)?;
-    let logs = |k: &str| -> Option<Vec<f64>> {
-        let v = row.values.get(k)?;
-        (v.len() >= 2 && v.iter().all(|x| *x > 0.0 && x.is_finite()))
-            .then(|| v.iter().map(|x| x.ln()).collect())
-    };
-    let (b, o) = (logs(c.baseline())?, logs(kernel)?);
+    let (b, o) = (row.values.get(c.baseline())?, row.values.get(kernel)?);
+    let g = gt_stats::geo_ratio(b, o).ok()?;
     Some(Pilot {
-        d: mean(&o) - mean(&b),
-        sd: ((variance(&b) + variance(&o)) / 2.0).sqrt(),
+        d: g.log_ratio,
+        sd: ((g.log_var.0 + g.log_var.1) / 2.0).sqrt(),
         better: row.better.unwrap_or(Better::Neither),
     })
 }

@@ -1,7 +1,8 @@
 //! The bisection on synthetic measurement streams: the culprit found at every position, skips
 //! honoured, drift detected, budgets respected, an interrupted bisection resumed.
 
-use super::classify::tests::Rng;
+use gt_stats::testing::Rng;
+
 use super::classify::Class;
 use super::search::*;
 

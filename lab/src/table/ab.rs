@@ -6,17 +6,17 @@
 //! 2. A round counts for C when both sides have ops per backend CPU-second other than zero (the
 //!    pair). Without any pair C's row is `-` and 0 rounds.
 //! 3. A and B: the medians of the pairs' figures; `B/A of medians`; the paired ratios B / A,
-//!    their geometric mean (exp of the mean of the natural logs) and min..max.
+//!    their geometric mean (exp of the mean of the natural logs, `gt_stats::geo_mean`) and
+//!    min..max.
 //! 4. The 95 % confidence interval of that geometric mean: Student's t on the natural logs of
 //!    the paired ratios (n - 1 degrees of freedom), back through exp; `-` with fewer than two
 //!    pairs. It says what a run of this many rounds can tell apart: an interval wider than the
-//!    difference being asked about leaves the question open.
+//!    difference being asked about leaves the question open. A ratio that is not positive (a
+//!    negative figure) has no logarithm: the geometric mean and its interval are `-`.
 //! 5. IOPS: per side the median of the runs' total IOPS other than zero, over every round
 //!    (not only the pairs); `nan` when there is none.
 
 use std::path::{Path, PathBuf};
-
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::{load, median, Names, TableError};
 use gt_report::pyfmt::{fixed, grouped};
@@ -66,21 +66,6 @@ pub(crate) fn table(a: &AbArgs) -> Result<String, TableError> {
     Ok(out.join("\n") + "\n")
 }
 
-/// Rule 4: the 95 % t interval of the geometric mean of `ratios`, as `lo..hi`.
-fn geo_mean_ci(ratios: &[f64]) -> Option<(f64, f64)> {
-    let n = ratios.len();
-    if n < 2 {
-        return None;
-    }
-    let logs: Vec<f64> = ratios.iter().map(|q| q.ln()).collect();
-    let (mean, var) = (gt_compare::mean(&logs), gt_compare::variance(&logs));
-    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
-        .ok()?
-        .inverse_cdf(0.975);
-    let half = t * (var / n as f64).sqrt();
-    Some(((mean - half).exp(), (mean + half).exp()))
-}
-
 /// Configuration `c`'s row from its A and B runs (rules 2-5).
 fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String {
     let eff = |j: &Option<Report>| nonzero(j.as_ref().and_then(|j| j.ops_per_backend_cpu_second));
@@ -96,15 +81,14 @@ fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String 
         return format!("| {c} | - | - | - | - | - | - | - | 0 |");
     };
     let ratios: Vec<f64> = pairs.iter().map(|(x, y)| y / x).collect();
-    let logs: Vec<f64> = ratios.iter().map(|q| q.ln()).collect();
-    let geo = gt_compare::mean(&logs).exp();
+    let geo = gt_stats::geo_mean(&ratios).ok();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let iops = |runs: &[Option<Report>]| {
         let m = median(runs.iter().flatten().map(|j| nonzero(Some(j.total.iops))));
         grouped(m.unwrap_or(f64::NAN))
     };
-    let ci = geo_mean_ci(&ratios).map_or_else(
+    let ci = geo.and_then(|g| g.ci95).map_or_else(
         || "-".to_string(),
         |(lo, hi)| format!("{}..{}", fixed(lo, 3), fixed(hi, 3)),
     );
@@ -113,7 +97,7 @@ fn row(c: &str, runs_a: &[Option<Report>], runs_b: &[Option<Report>]) -> String 
         grouped(ma),
         grouped(mb),
         fixed(mb / ma, 3),
-        fixed(geo, 3),
+        geo.map_or_else(|| "-".to_string(), |g| fixed(g.geo_mean, 3)),
         fixed(min, 3),
         fixed(max, 3),
         iops(runs_a),
