@@ -105,9 +105,14 @@ fn measured_interrupt_delay_follows_the_msix_latency() {
     assert!(t["ops"].as_u64().unwrap() >= 10, "{t}");
     // The interrupt cannot come before submission + 1 ms: exact, whatever the host load.
     assert!(t["latency_us"]["min"].as_f64().unwrap() >= 1000.0, "{t}");
-    // Visibility timestamps can be late when the spinning thread is preempted: generous bounds.
-    let p50 = t["irq_delay_us"]["p50"].as_f64().unwrap();
-    assert!((500.0..50_000.0).contains(&p50), "irq delay p50 {p50}");
+    // Visibility timestamps are late when the spinning thread is preempted: on a loaded 2-core
+    // host (CI's, beside kernel builds) it can miss every entry's early visibility for most of
+    // a run, so the median can read a few microseconds. The delay must still show in the
+    // samples the thread did see early (the maximum), and the median stay bounded.
+    let irq = &t["irq_delay_us"];
+    let (p50, max) = (irq["p50"].as_f64().unwrap(), irq["max"].as_f64().unwrap());
+    assert!(max >= 500.0, "irq delay max {max}: the MSI-X latency never showed");
+    assert!(p50 < 50_000.0, "irq delay p50 {p50}");
 }
 
 #[test]
