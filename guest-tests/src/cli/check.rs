@@ -73,16 +73,20 @@ pub enum CheckCmd {
     },
 }
 
-/// One `--expect`: the kernel, the judgements it may get, the rule that must decide.
-pub type Expectation = (String, Vec<String>, Option<String>);
+/// One `--expect`: the kernel, the judgements it may get, the rules one of which must decide.
+pub type Expectation = (String, Vec<String>, Option<Vec<String>>);
 
-/// `KERNEL=J[/J...][:RULE]` with each J a judgement's name.
+/// `KERNEL=J[/J...][:RULE[,RULE...]]` with each J a judgement's name and each RULE a
+/// `decided_by` with `-` for spaces.
 fn expectation(s: &str) -> Result<Expectation, String> {
     let (k, rest) = s
         .split_once('=')
         .ok_or("must be KERNEL=JUDGEMENT[/JUDGEMENT...][:RULE]")?;
     let (js, rule) = match rest.split_once(':') {
-        Some((js, r)) if !r.is_empty() => (js, Some(r.replace('-', " "))),
+        Some((js, r)) if !r.is_empty() && !r.split(',').any(str::is_empty) => (
+            js,
+            Some(r.split(',').map(|r| r.replace('-', " ")).collect::<Vec<_>>()),
+        ),
         Some(_) => return Err("an empty :RULE".into()),
         None => (rest, None),
     };
@@ -136,14 +140,15 @@ fn check_judgement(
             .iter()
             .find(|j| &j.kernel == k)
             .ok_or_else(|| format!("{k}: not judged in {}", dir.display()))?;
-        let rule_ok = rule.as_ref().is_none_or(|r| r == &got.decided_by);
+        let rule_ok = rule.as_ref().is_none_or(|r| r.contains(&got.decided_by));
         if !want.iter().any(|w| w == got.judgement.as_str()) || !rule_ok {
             return Err(format!(
                 "{k}: {} ({}), expected {}{}",
                 got.judgement.as_str(),
                 got.decided_by,
                 want.join(" or "),
-                rule.as_ref().map_or(String::new(), |r| format!(" ({r})"))
+                rule.as_ref()
+                    .map_or(String::new(), |r| format!(" ({})", r.join(" or ")))
             ));
         }
     }
@@ -152,7 +157,7 @@ fn check_judgement(
         expect
             .iter()
             .map(|(k, w, r)| match r {
-                Some(r) => format!("{k} {} ({r})", w.join("/")),
+                Some(r) => format!("{k} {} ({})", w.join("/"), r.join(" or ")),
                 None => format!("{k} {}", w.join("/")),
             })
             .collect::<Vec<_>>()
@@ -286,6 +291,24 @@ mod tests {
         match storm("5").unwrap().cmd {
             Cmd::Check(CheckCmd::Storm { min_cycles, .. }) => assert_eq!(min_cycles, 5),
             c => panic!("{c:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod expect_tests {
+    use super::expectation;
+
+    #[test]
+    fn an_expectation_names_judgements_and_any_of_several_rules() {
+        let (k, js, rules) = expectation("a+fix=improved/undecided:mechanism-reduced,effect-unclear")
+            .unwrap();
+        assert_eq!(k, "a+fix");
+        assert_eq!(js, ["improved", "undecided"]);
+        assert_eq!(rules.unwrap(), ["mechanism reduced", "effect unclear"]);
+        assert_eq!(expectation("k=worse").unwrap().2, None);
+        for bad in ["k=better", "=worse", "k=worse:", "k=worse:a,,b", "k"] {
+            assert!(expectation(bad).is_err(), "{bad}");
         }
     }
 }
