@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-pub use crate::metrics::{median_sorted, quantile_sorted};
+pub use gt_results::metrics::{median_sorted, quantile_sorted};
 
 /// Largest n1 + n2 for which the exact Mann-Whitney distribution is used.
 pub const MWU_EXACT_MAX_N: usize = 60;
