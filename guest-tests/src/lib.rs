@@ -1,7 +1,7 @@
 //! guest-tests: boot real guest kernels against vhost-blk under QEMU, run fio suites and SCSI
 //! scan timings in the guest, collect results with provenance, and compare kernels A/B.
 //!
-//! The stages are crates of their own, each using only crates below it:
+//! The stages are crates of their own, each using only crates below it (`tests/layers.rs`):
 //!
 //! - [`gt_suite`]: suites as data, the machine's shape per cell, where things live
 //!   ([`gt_suite::paths`]).
