@@ -31,7 +31,7 @@ step "QEMU 10 (bookworm-backports, into the cache)"
 ci/fetch-qemu10.sh
 
 # herd7 for the memory-model step below: sid's herdtools7 7.58 with sid's libc and loader,
-# pinned packages unpacked into $VB_CACHE (~1 s, 25 MB; ci/herd7.pin).
+# pinned packages unpacked into $VB_CACHE (~1 s, 25 MB; gt-ordering/herd7.pin).
 step "herd7 (sid, into the cache)"
 ci/fetch-herd7.sh
 
