@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Provides herd7, the litmus-test checker of the Linux-kernel memory model (LKMM,
 # tools/memory-model), on Debian 12: the packages herdtools7, libc6 and libgmp10 of the versions
-# pinned in ci/herd7.pin, fetched from Debian sid with a private apt sources list (the host's apt
-# configuration is neither read for sources nor changed), checked against the pinned sha256 and
-# unpacked with `dpkg-deb -x` into $VB_CACHE/herd7-<version>/ (default cache: .cache/ in the
-# checkout). sid's herd7 needs sid's glibc, so it runs through sid's own loader with sid's
-# libraries first on its path; bookworm's libc stays what every other program uses:
+# pinned in gt-ordering/herd7.pin (that crate compiles the same file in), fetched from Debian sid
+# with a private apt sources list (the host's apt configuration is neither read for sources nor
+# changed), checked against the pinned sha256 and unpacked with `dpkg-deb -x` into
+# $VB_CACHE/herd7-<version>/ (default cache: .cache/ in the checkout). sid's herd7 needs sid's
+# glibc, so it runs through sid's own loader with sid's libraries first on its path; bookworm's
+# libc stays what every other program uses:
 #   <dir>/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --library-path <dir>/usr/lib/x86_64-linux-gnu \
 #       <dir>/usr/bin/herd7 -set-libdir <dir>/usr/share/herdtools7/herd -conf linux-kernel.cfg T.litmus
 # <dir>/herd7 is that command as a wrapper script. guest-tests (`guest-tests ordering`) runs the
@@ -16,8 +17,8 @@
 # versions, default http://deb.debian.org/debian). Prints the wrapper's path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=ci/herd7.pin
-. ci/herd7.pin
+# shellcheck source=gt-ordering/herd7.pin
+. gt-ordering/herd7.pin
 
 cache=${VB_CACHE:-$PWD/.cache}
 mkdir -p "$cache"
@@ -55,7 +56,7 @@ apt-get -q "${apt_opts[@]}" update >"$work/apt-update.log" 2>&1 || {
 specs=()
 for p in "${pkgs[@]}"; do specs+=("$p=$(pinned DEB "$p")"); done
 (cd "$work/debs" && apt-get -q "${apt_opts[@]}" download "${specs[@]}") || {
-    echo "fetch-herd7: ${specs[*]}: not all in $HERD7_SUITE any more: pin the current versions in ci/herd7.pin or set HERD7_MIRROR to a snapshot.debian.org URL that has them" >&2
+    echo "fetch-herd7: ${specs[*]}: not all in $HERD7_SUITE any more: pin the current versions in gt-ordering/herd7.pin or set HERD7_MIRROR to a snapshot.debian.org URL that has them" >&2
     exit 1
 }
 for p in "${pkgs[@]}"; do

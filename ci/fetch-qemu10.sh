@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Provides QEMU 10 next to Debian 12's QEMU 7.2 (which stays installed and the default): the
 # three packages qemu-system-x86, qemu-system-common and qemu-system-data of the version pinned
-# in ci/qemu10.pin, fetched from Debian's bookworm-backports with a private apt sources list
-# (the host's apt configuration is neither read for sources nor changed), checked against the
+# in gt-launch/qemu10.pin (that crate compiles the same file in), fetched from Debian's
+# bookworm-backports with a private apt sources list (the host's apt configuration is neither read for sources nor changed), checked against the
 # pinned sha256 and unpacked with `dpkg-deb -x` into $VB_CACHE/qemu/<version>/ (default cache:
 # .cache/ in the checkout). Their shared libraries are bookworm's own, already there with QEMU
 # 7.2. guest-tests finds it with `--qemu 10` and passes `-L <that>/usr/share/qemu`, so its own
@@ -13,8 +13,8 @@
 # version, default http://deb.debian.org/debian). Prints the binary's path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=ci/qemu10.pin
-. ci/qemu10.pin
+# shellcheck source=gt-launch/qemu10.pin
+. gt-launch/qemu10.pin
 
 cache=${VB_CACHE:-$PWD/.cache}
 top="$cache/qemu"
@@ -51,7 +51,7 @@ apt-get -q "${apt_opts[@]}" update >"$work/apt-update.log" 2>&1 || {
     exit 1
 }
 (cd "$work/debs" && apt-get -q "${apt_opts[@]}" download "${pkgs[@]/%/=$QEMU10_DEB_VERSION}") || {
-    echo "fetch-qemu10: version $QEMU10_DEB_VERSION is not in $QEMU10_SUITE any more: pin the current one in ci/qemu10.pin or set QEMU10_MIRROR to a snapshot" >&2
+    echo "fetch-qemu10: version $QEMU10_DEB_VERSION is not in $QEMU10_SUITE any more: pin the current one in gt-launch/qemu10.pin or set QEMU10_MIRROR to a snapshot" >&2
     exit 1
 }
 for p in "${pkgs[@]}"; do

@@ -31,7 +31,7 @@ step "QEMU 10 (bookworm-backports, into the cache)"
 ci/fetch-qemu10.sh
 
 # herd7 for the memory-model step below: sid's herdtools7 7.58 with sid's libc and loader,
-# pinned packages unpacked into $VB_CACHE (~1 s, 25 MB; ci/herd7.pin).
+# pinned packages unpacked into $VB_CACHE (~1 s, 25 MB; gt-ordering/herd7.pin).
 step "herd7 (sid, into the cache)"
 ci/fetch-herd7.sh
 
@@ -49,6 +49,17 @@ cargo fmt --manifest-path vhost-blk/fuzz/Cargo.toml -- --check
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --manifest-path vhost-blk/fuzz/Cargo.toml --all-targets -- -D warnings
+step "unused dependencies (cargo-machete; any finding fails)"
+# A dependency no source file of its crate names (every Cargo.toml under the root, the fuzz
+# workspace's too). Machete reads sources, not the compiler: it does not look at
+# [dev-dependencies], and a dependency only tests use passes as used. Installed here, pinned,
+# when missing or another version (~3 min on 2 cores, from crates.io); install-deps.sh
+# installs Debian packages only.
+machete_version=0.9.2
+if [ "$(cargo machete --version 2>/dev/null)" != "$machete_version" ]; then
+    cargo install cargo-machete --locked --version "$machete_version"
+fi
+cargo machete --skip-target-dir
 step "cargo doc (-D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 step "build"

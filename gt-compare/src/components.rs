@@ -24,7 +24,7 @@
 use serde::Serialize;
 
 use super::{mean, variance};
-use crate::results::RunResult;
+use gt_results::results::RunResult;
 
 /// The variance components of one metric over boots (rules 2-5).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -157,7 +157,7 @@ pub fn within_boot(runs: &[RunResult], steps: &[String], metrics: &[String]) -> 
 mod tests {
     use super::*;
     use crate::fixtures::run;
-    use crate::results::RunStatus;
+    use gt_results::results::RunStatus;
 
     fn close(a: f64, b: f64) {
         assert!((a - b).abs() < 1e-12, "{a} != {b}");

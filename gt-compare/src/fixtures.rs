@@ -1,7 +1,7 @@
 //! Test fixtures other crates' tests build on (cargo feature `fixtures`): runs with given
 //! metrics, and an interleaved A/B experiment.
 
-use crate::results::{Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
+use gt_results::results::{Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings};
 
 pub fn run(kernel: &str, variant: Option<(&str, f64)>, metrics: &[(&str, f64)]) -> RunResult {
     let info = RunInfo {

@@ -46,9 +46,9 @@ use gt_stats::GeoError;
 use serde::{Deserialize, Serialize};
 
 use super::{mean, variance, welch_diff_ci95, welch_p, Comparison, MetricRow};
-use crate::metrics::registry::Better;
-use crate::results::{OrderingRecord, RunResult};
-use crate::suite::JudgementSpec;
+use gt_results::metrics::registry::Better;
+use gt_results::results::{OrderingRecord, RunResult};
+use gt_suite::JudgementSpec;
 
 mod boots;
 

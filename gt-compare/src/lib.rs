@@ -12,11 +12,6 @@
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-#[cfg(test)]
-use gt_ordering as ordering;
-use gt_results::{metrics, results};
-use gt_suite as suite;
-
 pub mod components;
 pub mod judgement;
 pub mod nodes;
@@ -31,8 +26,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::registry::{self, Better};
-use crate::results::{kernel_order, RunResult, SweepPoint};
+use gt_results::metrics::registry::{self, Better};
+use gt_results::results::{kernel_order, RunResult, SweepPoint};
 
 pub use stats::{
     lkp_flag, mann_whitney, mean, median_sorted, quantile_sorted, summarize, variance,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor};
 
 use super::mean;
-use crate::results::{RunResult, SweepPoint};
+use gt_results::results::{RunResult, SweepPoint};
 
 /// One node's share of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,7 +235,7 @@ fn node_f_test(out: &mut NodeRow, pts: &[Pt<'_>], kmeans: &BTreeMap<&str, f64>) 
 mod tests {
     use super::*;
     use crate::fixtures::run;
-    use crate::results::SchedulerInfo;
+    use gt_results::results::SchedulerInfo;
 
     fn on(node: &str, kernel: &str, v: f64, load: f64) -> RunResult {
         let mut r = run(kernel, None, &[("m", v)]);

@@ -20,7 +20,7 @@ pub mod design;
 
 use super::judgement::{spec_of, EFFECT_ALPHA};
 use super::Comparison;
-use crate::results::RunResult;
+use gt_results::results::RunResult;
 
 /// The largest n the search tries.
 pub const MAX_N: usize = 200;

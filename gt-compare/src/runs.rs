@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::results::{RunResult, RunStatus};
+use gt_results::results::{RunResult, RunStatus};
 
 /// One run's values of the chosen metrics.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-pub use crate::metrics::{median_sorted, quantile_sorted};
+pub use gt_results::metrics::{median_sorted, quantile_sorted};
 pub use gt_stats::{mean, variance, welch_diff_ci95, welch_p, welch_terms};
 
 /// Largest n1 + n2 for which the exact Mann-Whitney distribution is used.

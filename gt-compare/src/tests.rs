@@ -1,6 +1,6 @@
 use super::*;
 use crate::fixtures::{ab_runs, run, A};
-use crate::results::RunStatus;
+use gt_results::results::RunStatus;
 
 #[test]
 fn two_kernels() {
@@ -155,7 +155,7 @@ fn no_single_verdict_over_the_cells_of_a_grid() {
         let mut r = run(k, Some((variant, 62.0)), &[("rr.qlock_wait_ms_per_kio", x)]);
         r.info.primary_metric = Some("rr.qlock_wait_ms_per_kio".into());
         r.info.variant = Some(variant.into());
-        r.info.sweep = Some(crate::results::SweepPoint {
+        r.info.sweep = Some(gt_results::results::SweepPoint {
             param: "hw_queues".into(),
             value: 62.0,
             series: Some("2 running vCPUs".into()),

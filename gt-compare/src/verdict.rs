@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::judgement::{self, Judgement, KernelJudgement};
 use super::{Comparison, Diff, MetricRow};
-use crate::metrics::LockFigure;
-use crate::results::RunResult;
-use crate::suite::VerdictSpec;
+use gt_results::metrics::LockFigure;
+use gt_results::results::RunResult;
+use gt_suite::VerdictSpec;
 
 /// A run whose guest got less than this share of the median vCPU time is flagged.
 pub const STARVED_FRACTION: f64 = 0.6;
@@ -116,7 +116,7 @@ pub struct Verdict {
     pub judgements: Vec<KernelJudgement>,
     /// The `[judgement]` the runs carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judgement_spec: Option<crate::suite::JudgementSpec>,
+    pub judgement_spec: Option<gt_suite::JudgementSpec>,
     /// The regression's own report of the blocked-threads figure (suite::verdict rule 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observation: Option<String>,

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::cpio::Archive;
-use crate::suite::Suite;
+use gt_suite::Suite;
 
 /// What one run asks of the guest agent, beyond the suite.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ pub fn write_initrd(base: &Path, job: &Archive, out: &Path) -> std::io::Result<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::{Suite, SuiteSpec};
+    use gt_suite::{Suite, SuiteSpec};
 
     fn suite(dir: &Path) -> Suite {
         std::fs::write(dir.join("a.fio"), b"[x]\nrw=read\n").unwrap();

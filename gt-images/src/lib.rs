@@ -17,9 +17,6 @@
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-use gt_suite as suite;
-use gt_suite::paths;
-
 pub mod apt;
 pub mod cli;
 pub mod compose;
@@ -138,14 +135,14 @@ impl ImageError {
 
 /// The manifest path: `<repo>/images/kernels.toml`.
 pub fn manifest_path() -> PathBuf {
-    crate::paths::repo_root().join("images/kernels.toml")
+    gt_suite::paths::repo_root().join("images/kernels.toml")
 }
 
 /// The cache directory for `opts`: its override, else [`gt_suite::paths::cache_dir`].
 pub fn cache_dir(opts: &ImageOptions) -> PathBuf {
     opts.cache_dir
         .clone()
-        .unwrap_or_else(crate::paths::cache_dir)
+        .unwrap_or_else(gt_suite::paths::cache_dir)
 }
 
 /// Checks the request before anything is created: variant known, user files present.

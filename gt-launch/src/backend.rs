@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::process::Guarded;
 use super::LaunchError;
-use crate::suite::{BackendKind, Suite, Variant};
+use gt_suite::{BackendKind, Suite, Variant};
 
 /// Where the backend's per-queue stats go (vhost-blk `--stats-file`).
 pub fn stats_file(run_dir: &Path) -> PathBuf {
@@ -146,7 +146,7 @@ pub fn tail(path: &Path, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::SuiteSpec;
+    use gt_suite::SuiteSpec;
 
     fn suite(extra: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(

@@ -13,10 +13,6 @@
 
 pub mod agent;
 
-use gt_images as images;
-use gt_ordering as ordering;
-use gt_suite as suite;
-
 pub mod accel;
 pub mod backend;
 pub mod cpu;
@@ -36,10 +32,10 @@ mod drive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::images::job::sh_join;
-use crate::images::KernelImage;
-use crate::suite::{BackendKind, Storage, Suite};
 use drive::drive_qemu;
+use gt_images::job::sh_join;
+use gt_images::KernelImage;
+use gt_suite::{BackendKind, Storage, Suite};
 use process::Guarded;
 use qemu::Accel;
 
@@ -89,7 +85,7 @@ pub struct RunSpec {
     pub pin_slot: Option<u32>,
     /// The kernel's memory-model check, made when the run was planned (results.json keeps it).
     #[serde(default)]
-    pub ordering: Option<crate::ordering::OrderingRecord>,
+    pub ordering: Option<gt_ordering::OrderingRecord>,
 }
 
 /// What the host saw of a run that reached QEMU (nothing here is parsed from the guest).
@@ -261,7 +257,7 @@ impl RunSpec {
     }
 }
 
-fn variant(spec: &RunSpec) -> Result<Option<&crate::suite::Variant>, LaunchError> {
+fn variant(spec: &RunSpec) -> Result<Option<&gt_suite::Variant>, LaunchError> {
     let suite = &spec.suite;
     match &spec.variant {
         Some(v) => Ok(Some(suite.variant(v).ok_or_else(|| {
@@ -346,7 +342,7 @@ type QemuPart = (
 
 fn run_with_socket(
     spec: &RunSpec,
-    variant: Option<&crate::suite::Variant>,
+    variant: Option<&gt_suite::Variant>,
     socket: &Path,
     initrd: &Path,
     qemu_version: &str,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::suite::{Device, Suite};
+use gt_suite::{Device, Suite};
 
 /// The `<disk>` (or `<controller>`/`<hostdev>` note for SCSI) plus the shared-memory note.
 pub fn snippet(suite: &Suite, socket: Option<&Path>) -> String {
@@ -38,7 +38,7 @@ pub fn snippet(suite: &Suite, socket: Option<&Path>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::SuiteSpec;
+    use gt_suite::SuiteSpec;
 
     fn suite(dev: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(

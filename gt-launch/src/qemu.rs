@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::qemus;
-use crate::suite::{BackendKind, Bios, Device, Storage, Suite};
+use gt_suite::{BackendKind, Bios, Device, Storage, Suite};
 
 /// `-bios` image used for [`Bios::Qboot`].
 pub const QBOOT_ROM: &str = "/usr/share/qemu/qboot.rom";
@@ -208,7 +208,7 @@ fn disk_args(q: &QemuParams, push: &mut dyn FnMut(&[&str])) {
             let reconnect = if s
                 .restarts
                 .as_ref()
-                .is_some_and(|r| r.target == crate::suite::KillTarget::Backend)
+                .is_some_and(|r| r.target == gt_suite::KillTarget::Backend)
             {
                 ",reconnect=1"
             } else {
@@ -246,7 +246,7 @@ pub fn version(qemu_bin: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::SuiteSpec;
+    use gt_suite::SuiteSpec;
 
     fn suite(extra: &str) -> Suite {
         let spec: SuiteSpec = toml::from_str(&format!(

@@ -1,6 +1,7 @@
 //! Which QEMU runs a guest: the system's (Debian 12: 7.2, the default) or QEMU 10 from
 //! bookworm-backports, unpacked into the cache by `ci/fetch-qemu10.sh` (version and package
-//! checksums pinned in `ci/qemu10.pin`, read here at build time).
+//! checksums pinned in this crate's `qemu10.pin`, compiled in; the script sources the same
+//! file).
 //!
 //! Rules:
 //! 1. `--qemu 7.2` (or `system`) is `qemu-system-x86_64` from `PATH`; `--qemu 10` (`10.0`, or
@@ -17,13 +18,13 @@
 
 use std::path::{Path, PathBuf};
 
-/// `ci/qemu10.pin`, the pinned QEMU 10 (shell assignments).
-const PIN: &str = include_str!("../../ci/qemu10.pin");
+/// `gt-launch/qemu10.pin`, the pinned QEMU 10 (shell assignments).
+const PIN: &str = include_str!("../qemu10.pin");
 
 /// The system QEMU (rule 1).
 pub const SYSTEM_QEMU: &str = "qemu-system-x86_64";
 
-/// A value of `ci/qemu10.pin`.
+/// A value of `qemu10.pin`.
 fn pin(key: &str) -> Option<&'static str> {
     PIN.lines()
         .filter(|l| !l.trim_start().starts_with('#'))

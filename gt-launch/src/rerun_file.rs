@@ -60,7 +60,7 @@ impl RerunInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::Bios;
+    use gt_suite::Bios;
 
     #[test]
     fn round_trips_beside_results_json() {

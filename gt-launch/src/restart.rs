@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use vhost_blk_stats::DeviceStats;
 
 use super::process::Guarded;
-use crate::suite::{Device, KillTarget, RestartSettings};
+use gt_suite::{Device, KillTarget, RestartSettings};
 
 /// How long a due kill waits for requests in flight (rule 5).
 pub const GATE_LIMIT_S: f64 = 10.0;

@@ -20,8 +20,8 @@ use super::qemu::Accel;
 use super::rerun_file::RerunInfo;
 use super::sched::HostSched;
 use super::RunSpec;
-use crate::images::KernelImage;
-use crate::suite::{Bios, Suite};
+use gt_images::KernelImage;
+use gt_suite::{Bios, Suite};
 use serde::{Deserialize, Serialize};
 
 /// What the host runs a boot with: the same in every boot of a command, and recorded with each.

@@ -2,8 +2,8 @@
 //!
 //! Rules:
 //! 1. The herd7 used is `$VB_HERD7` (a herd7 binary that runs on this host as it is), else the
-//!    one `ci/fetch-herd7.sh` unpacked into `<cache>/herd7-<version>/` (version pinned in
-//!    ci/herd7.pin), run through sid's own loader with sid's libraries first on its path.
+//!    one `ci/fetch-herd7.sh` unpacked into `<cache>/herd7-<version>/` (version pinned in this
+//!    crate's herd7.pin), run through sid's own loader with sid's libraries first on its path.
 //!    Neither there: an error that says to run the script.
 //! 2. Every run is `herd7 -conf linux-kernel.cfg TEST` in the model's directory (the LKMM's
 //!    .cfg names its .cat, .bell and .def beside it) under a timeout; the child is killed when
@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use super::litmus::Verdict;
 use super::OrderingError;
 
-/// `ci/herd7.pin` (shell assignments), read at build time as qemus.rs reads qemu10.pin.
-const PIN: &str = include_str!("../../ci/herd7.pin");
+/// `gt-ordering/herd7.pin` (shell assignments), compiled in; ci/fetch-herd7.sh sources the same
+/// file.
+const PIN: &str = include_str!("../herd7.pin");
 
 /// The pinned herd7 version, e.g. `7.58`.
 pub fn pinned_version() -> &'static str {

@@ -19,17 +19,15 @@
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-use gt_images as images;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::images::lkmm::{self, Lkmm};
-use crate::images::manifest::Manifest;
-use crate::images::spec::KernelSpec;
-use crate::images::ImageError;
+use gt_images::lkmm::{self, Lkmm};
+use gt_images::manifest::Manifest;
+use gt_images::spec::KernelSpec;
+use gt_images::ImageError;
 
 pub mod changes;
 pub mod herd;
@@ -354,7 +352,7 @@ mod tests {
             "nothing created"
         );
         // A kernel with nothing to run needs no herd7: a user's tree without tests.
-        let t = crate::images::gitsrc::testtree::kernel_tree("one");
+        let t = gt_images::gitsrc::testtree::kernel_tree("one");
         let c = check_kernel(
             &m,
             &format!("mine=tree:{}", t.path().display()),
@@ -381,9 +379,9 @@ pub enum OrderingRecord {
 
 /// The checks of `kernels` (names or `--kernels` elements) as runs record them, in order: one
 /// session (the LKMM's own tests run once), an error recorded, never fatal.
-pub fn records_for(kernels: &[String], opts: &crate::images::ImageOptions) -> Vec<OrderingRecord> {
-    let cache = crate::images::cache_dir(opts);
-    let manifest = match Manifest::load(&crate::images::manifest_path()) {
+pub fn records_for(kernels: &[String], opts: &gt_images::ImageOptions) -> Vec<OrderingRecord> {
+    let cache = gt_images::cache_dir(opts);
+    let manifest = match Manifest::load(&gt_images::manifest_path()) {
         Ok(m) => m,
         Err(e) => {
             let reason = e.to_string();

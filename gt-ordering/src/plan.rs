@@ -29,9 +29,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::images::manifest::litmus::BASE_TESTS;
-use crate::images::manifest::Manifest;
-use crate::images::spec::{Base, KernelSpec};
+use gt_images::manifest::litmus::BASE_TESTS;
+use gt_images::manifest::Manifest;
+use gt_images::spec::{Base, KernelSpec};
 
 use super::changes::changed_functions;
 use super::litmus::{parse_header, Header};

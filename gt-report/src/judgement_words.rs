@@ -9,10 +9,10 @@
 //! 3. The caveats are the method's own limits, printed with every judgement; nothing here claims
 //!    what the data cannot show.
 
-use crate::compare::judgement::{Class, Judged, Judgement, KernelJudgement, RatioCi, EFFECT_ALPHA};
-use crate::compare::verdict::Verdict;
-use crate::metrics::registry;
-use crate::suite::JudgementSpec;
+use gt_compare::judgement::{Class, Judged, Judgement, KernelJudgement, RatioCi, EFFECT_ALPHA};
+use gt_compare::verdict::Verdict;
+use gt_results::metrics::registry;
+use gt_suite::JudgementSpec;
 
 use super::tables::{fmt_num, fmt_p};
 

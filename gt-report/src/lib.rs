@@ -4,12 +4,6 @@
 
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-use gt_compare as compare;
-#[cfg(test)]
-use gt_launch::agent;
-use gt_results::{metrics, results};
-use gt_suite as suite;
-
 mod block;
 mod html;
 pub mod judgement_words;
@@ -26,9 +20,9 @@ mod verdict_words;
 
 use std::path::{Path, PathBuf};
 
-use crate::compare::{compare, CompareError, Comparison};
-use crate::metrics::registry;
-use crate::results::{load_runs, ResultsError, RunResult};
+use gt_compare::{compare, CompareError, Comparison};
+use gt_results::metrics::registry;
+use gt_results::results::{load_runs, ResultsError, RunResult};
 
 pub use judgement_words::{fill_reasons, judgement_lines, judgement_text};
 pub use locksites::{lock_site_tables, LockSiteTable};
@@ -90,13 +84,13 @@ pub struct ReportData {
     pub lock_waits: Vec<LockWaitTable>,
     pub plots: Vec<Plot>,
     /// The A/B verdict, when the runs name a primary metric.
-    pub verdict: Option<crate::compare::verdict::Verdict>,
+    pub verdict: Option<gt_compare::verdict::Verdict>,
     pub sequential: Option<SequentialNote>,
     /// Seed 003's cost model, when the runs carry its factors.
     pub scan_model: Option<ScanModel>,
     /// Per-node split of the primary metrics (empty unless a scheduler or several hosts ran
     /// the runs).
-    pub nodes: Vec<crate::compare::nodes::NodeRow>,
+    pub nodes: Vec<gt_compare::nodes::NodeRow>,
 }
 
 /// Paths written by [`build`].
@@ -129,7 +123,7 @@ pub fn collect(dir: &Path, opts: &ReportOptions) -> Result<ReportData, ReportErr
     let comparison = compare(&runs, &opts.kernels)?;
     let lock_sites = lock_site_tables(&runs, &comparison.kernels);
     let mut plots = plots::all(&comparison, &lock_sites, &opts.plot_metrics)?;
-    let verdict = crate::compare::verdict::verdict(&comparison, &runs);
+    let verdict = gt_compare::verdict::verdict(&comparison, &runs);
     let lock_waits = lock_wait_tables(&runs, &comparison.kernels);
     if let Some(step) = runs
         .iter()

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::results::RunResult;
+use gt_results::results::RunResult;
 
 /// One kernel's D switches for one step (and variant), pooled over its successful runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -8,8 +8,8 @@ use plotters::prelude::*;
 
 use super::plots::{color, err, render};
 use super::{Plot, ReportError};
-use crate::metrics::{SiteWait, TIMELINE_BIN_MS};
-use crate::results::RunResult;
+use gt_results::metrics::{SiteWait, TIMELINE_BIN_MS};
+use gt_results::results::RunResult;
 
 /// One kernel's pooled waits at one step.
 #[derive(Debug, Clone, Default)]

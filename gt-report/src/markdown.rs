@@ -8,8 +8,8 @@ pub(super) use super::block::Block;
 use super::lockwaits::KernelWaits;
 use super::tables::{fmt_num, fmt_p, markdown_rows, table};
 use super::{LockSiteTable, LockWaitTable, ReportData};
-use crate::compare::Comparison;
-use crate::results::{RunResult, RunStatus};
+use gt_compare::Comparison;
+use gt_results::results::{RunResult, RunStatus};
 
 fn short(hash: &str) -> String {
     if hash.is_empty() {

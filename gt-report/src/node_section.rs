@@ -1,10 +1,10 @@
 //! The per-node section: which metrics it covers and its table ([`gt_compare::nodes`] has
 //! the statistics).
 
-use crate::compare::nodes::{node_effects, NodeRow};
-use crate::compare::Comparison;
-use crate::metrics::registry;
-use crate::results::RunResult;
+use gt_compare::nodes::{node_effects, NodeRow};
+use gt_compare::Comparison;
+use gt_results::metrics::registry;
+use gt_results::results::RunResult;
 
 use super::tables::{fmt_num, fmt_p};
 
@@ -55,7 +55,7 @@ fn named_metrics(runs: &[RunResult], c: &Comparison) -> Vec<String> {
 /// Node rows for the report (empty when the runs did not come from a scheduler or several
 /// hosts).
 pub fn node_rows(runs: &[RunResult], c: &Comparison) -> Vec<NodeRow> {
-    if !crate::compare::nodes::applies(runs) {
+    if !gt_compare::nodes::applies(runs) {
         return Vec::new();
     }
     node_effects(runs, &c.kernels, &node_metrics(runs, c))

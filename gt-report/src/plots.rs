@@ -9,8 +9,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::tables::fmt_num;
 use super::{file_stem, LockSiteTable, Plot, ReportError};
-use crate::compare::{Comparison, MetricRow, Summary};
-use crate::metrics::registry;
+use gt_compare::{Comparison, MetricRow, Summary};
+use gt_results::metrics::registry;
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),

@@ -10,7 +10,7 @@
 
 use super::block::Block;
 use super::tables::fmt_num;
-use crate::compare::{Comparison, MetricRow};
+use gt_compare::{Comparison, MetricRow};
 
 fn ranked(c: &Comparison, r: &MetricRow) -> Option<String> {
     let base = r.summary(c.baseline())?.mean;
@@ -68,10 +68,10 @@ pub(super) fn blocks(c: &Comparison) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::fixtures::run;
-    use crate::results::SweepPoint;
+    use gt_compare::fixtures::run;
+    use gt_results::results::SweepPoint;
 
-    fn grid_run(kernel: &str, iops: f64, series: Option<&str>) -> crate::results::RunResult {
+    fn grid_run(kernel: &str, iops: f64, series: Option<&str>) -> gt_results::results::RunResult {
         let mut r = run(
             kernel,
             Some(("q62-c2", 62.0)),
@@ -93,7 +93,7 @@ mod tests {
                 runs.push(grid_run(k, base + d, Some("2 running vCPUs")));
             }
         }
-        let c = crate::compare::compare(&runs, &[]).unwrap();
+        let c = gt_compare::compare(&runs, &[]).unwrap();
         let b = blocks(&c);
         let Some(Block::Table(_, rows)) = b.get(2) else {
             panic!("{b:?}")
@@ -108,6 +108,6 @@ mod tests {
                 r
             })
             .collect();
-        assert!(blocks(&crate::compare::compare(&flat, &[]).unwrap()).is_empty());
+        assert!(blocks(&gt_compare::compare(&flat, &[]).unwrap()).is_empty());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::compare::{Comparison, MwuMethod, Summary};
+use gt_compare::{Comparison, MwuMethod, Summary};
 
 /// A number with about 4 significant digits, no exponent for everyday magnitudes.
 pub fn fmt_num(v: f64) -> String {
@@ -156,8 +156,8 @@ pub fn markdown_table(c: &Comparison, filter: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::fixtures::ab_runs;
-    use crate::compare::{compare, MetricRow};
+    use gt_compare::fixtures::ab_runs;
+    use gt_compare::{compare, MetricRow};
 
     #[test]
     fn markdown_table_shows_the_numbers() {

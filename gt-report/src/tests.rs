@@ -1,8 +1,8 @@
 use std::path::Path;
 
 use super::*;
-use crate::agent::{parse_stream, Artifact};
-use crate::results::{Provenance, RunInfo, SweepPoint, Timings};
+use gt_launch::agent::{parse_stream, Artifact};
+use gt_results::results::{Provenance, RunInfo, SweepPoint, Timings};
 
 /// The fixture run with its D-switch counts replaced: `d` per thread (3 threads) and `q` of
 /// them attributed to the queue_lock, the rest to add_timer_randomness.
@@ -37,7 +37,7 @@ fn artefacts(d: [u64; 3], q: u64) -> Vec<Artifact> {
         "count={}\n{frames}add_timer_randomness+0x31/0x1d0\n",
         total - q
     );
-    parse_stream(&crate::results::fixtures::fixture_stream())
+    parse_stream(&gt_results::results::fixtures::fixture_stream())
         .into_iter()
         .map(|mut a| {
             if a.name.starts_with("irqsw.") {
@@ -300,7 +300,7 @@ fn failed_runs_are_listed_not_compared() {
     ab_fixture(dir);
     let p = dir.join("seed000--2");
     let mut r = RunResult::read(&p).unwrap();
-    r.set_status(crate::results::RunStatus::TimedOut { after_s: 300.0 });
+    r.set_status(gt_results::results::RunStatus::TimedOut { after_s: 300.0 });
     r.write(&p).unwrap();
     std::fs::create_dir_all(dir.join("junk")).unwrap();
     std::fs::write(dir.join("junk/results.json"), b"not json").unwrap();
@@ -327,7 +327,7 @@ fn failed_runs_are_listed_not_compared() {
 #[test]
 fn the_table_after_a_matrix_has_the_headline_and_harness_metrics_only() {
     let d = tempfile::tempdir().unwrap();
-    for (i, mut r) in crate::compare::fixtures::ab_runs().into_iter().enumerate() {
+    for (i, mut r) in gt_compare::fixtures::ab_runs().into_iter().enumerate() {
         r.info.run_dir = d.path().join(format!("{i:03}"));
         r.provenance.started_at = format!("2026-01-01T00:00:{i:02}Z");
         r.metrics.insert("rr.total_ios".into(), 1e5);
@@ -411,7 +411,7 @@ fn verdict_lock_waits_and_blocked_picture_from_real_lock_artefacts() {
 /// was some.
 #[test]
 fn verdict_host_line_reports_steal_only_when_there_was_some() {
-    use crate::compare::fixtures::run;
+    use gt_compare::fixtures::run;
     let runs = |steal: [f64; 3]| {
         let mut v = Vec::new();
         for (i, st) in steal.iter().enumerate() {
@@ -436,9 +436,9 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
         }
         v
     };
-    let text = |v: &[crate::results::RunResult]| {
-        let c = crate::compare::compare(v, &[]).unwrap();
-        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, v).unwrap(), None)
+    let text = |v: &[gt_results::results::RunResult]| {
+        let c = gt_compare::compare(v, &[]).unwrap();
+        verdict_words::verdict_text(&gt_compare::verdict::verdict(&c, v).unwrap(), None)
     };
     let stolen = text(&runs([0.0, 0.4, 0.1]));
     assert!(
@@ -455,7 +455,7 @@ fn verdict_host_line_reports_steal_only_when_there_was_some() {
 
 #[test]
 fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
-    use crate::compare::fixtures::run;
+    use gt_compare::fixtures::run;
     let mut v = Vec::new();
     for (k, xs) in [("base", [70.0, 60.0, 80.0]), ("fix", [0.0; 3])] {
         for x in xs {
@@ -464,9 +464,8 @@ fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
             v.push(r);
         }
     }
-    let c = crate::compare::compare(&v, &[]).unwrap();
-    let text =
-        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    let c = gt_compare::compare(&v, &[]).unwrap();
+    let text = verdict_words::verdict_text(&gt_compare::verdict::verdict(&c, &v).unwrap(), None);
     assert!(
         text.starts_with(
             "**The request irq threads wait for queue_lock 70.00 times per 1,000 I/Os on base, \
@@ -478,7 +477,7 @@ fn verdict_on_a_contention_count_says_how_often_the_threads_waited() {
 
 #[test]
 fn verdict_on_the_contention_share_gives_the_count_beside_it() {
-    use crate::compare::fixtures::run;
+    use gt_compare::fixtures::run;
     let mut v = Vec::new();
     let base = [(90.0, 50.0), (92.0, 70.0), (91.0, 60.0)];
     for (k, xs) in [("base", base), ("fix", [(0.0, 0.0); 3])] {
@@ -495,9 +494,8 @@ fn verdict_on_the_contention_share_gives_the_count_beside_it() {
             v.push(r);
         }
     }
-    let c = crate::compare::compare(&v, &[]).unwrap();
-    let text =
-        verdict_words::verdict_text(&crate::compare::verdict::verdict(&c, &v).unwrap(), None);
+    let c = gt_compare::compare(&v, &[]).unwrap();
+    let text = verdict_words::verdict_text(&gt_compare::verdict::verdict(&c, &v).unwrap(), None);
     assert!(
         text.starts_with(
             "**91.00 % of the request irq threads' lock contentions are on queue_lock on base, \
@@ -517,8 +515,8 @@ fn verdict_on_the_contention_share_gives_the_count_beside_it() {
 /// without code: its companions, no observation, its caveat after the first sentence.
 #[test]
 fn the_verdict_words_come_from_the_suite() {
-    use crate::compare::fixtures::run;
-    let runs = |spec: Option<&crate::suite::VerdictSpec>| {
+    use gt_compare::fixtures::run;
+    let runs = |spec: Option<&gt_suite::VerdictSpec>| {
         let mut v = Vec::new();
         for (k, share, iops) in [
             ("base", [90.0, 92.0, 91.0], 100.0),
@@ -542,11 +540,11 @@ fn the_verdict_words_come_from_the_suite() {
         v
     };
     let text = |v: &[RunResult]| {
-        let c = crate::compare::compare(v, &[]).unwrap();
-        let verdict = crate::compare::verdict::verdict(&c, v).unwrap();
+        let c = gt_compare::compare(v, &[]).unwrap();
+        let verdict = gt_compare::verdict::verdict(&c, v).unwrap();
         (verdict_words::verdict_text(&verdict, None), verdict)
     };
-    let suite = crate::suite::Suite::load(&crate::suite::default_dir(), "seed000-scale").unwrap();
+    let suite = gt_suite::Suite::load(&gt_suite::default_dir(), "seed000-scale").unwrap();
     let declared = suite
         .spec
         .verdict
@@ -555,7 +553,7 @@ fn the_verdict_words_come_from_the_suite() {
     let (from_suite, _) = text(&runs(Some(&declared)));
     assert_eq!(from_suite, legacy);
     assert!(legacy.contains("reads 0 here by construction"), "{legacy}");
-    let other = crate::suite::VerdictSpec {
+    let other = gt_suite::VerdictSpec {
         companions: vec!["iops".into()],
         observation: None,
         caveat: Some("Another regression's caveat.".into()),

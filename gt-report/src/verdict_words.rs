@@ -1,9 +1,9 @@
 //! The verdict in plain words and a small table ([`gt_compare::verdict`] has the numbers):
 //! what the report opens with and what `compare --verdict` and the main job print.
 
-use crate::compare::sequential::{Decision, SequentialRecord};
-use crate::compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
-use crate::metrics::{LockFigure, StepFigure};
+use gt_compare::sequential::{Decision, SequentialRecord};
+use gt_compare::verdict::{Faithfulness, KernelFigure, Verdict, VerdictRow};
+use gt_results::metrics::{LockFigure, StepFigure};
 
 use super::tables::{fmt_num, fmt_p};
 
@@ -333,8 +333,8 @@ fn secondary_text(s: &VerdictRow, b: &str, o: &str) -> String {
 
 /// True when the registry says more of `metric` is better (throughput).
 fn higher_is_better(metric: &str) -> bool {
-    crate::metrics::registry::find(metric)
-        .is_some_and(|r| r.def.better == crate::metrics::registry::Better::Higher)
+    gt_results::metrics::registry::find(metric)
+        .is_some_and(|r| r.def.better == gt_results::metrics::registry::Better::Higher)
 }
 
 /// How faithful the runs were (compare::verdict rule 4), in words.

@@ -6,9 +6,3 @@
 
 pub mod metrics;
 pub mod results;
-
-use gt_launch as launch;
-use gt_launch::agent;
-use gt_ordering as ordering;
-use gt_suite as suite;
-use gt_suite::paths;

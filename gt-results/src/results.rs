@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Artifact;
 pub use crate::metrics::{GuestInfo, StepResult};
+use gt_launch::agent::Artifact;
 
 pub use judge::{expectations, judge, kv};
 pub use launched::Launched;
@@ -74,16 +74,16 @@ pub struct RunInfo {
     pub secondary_metric: Option<String>,
     /// The suite's `[judgement]`, kept for the same reason.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub judgement: Option<crate::suite::JudgementSpec>,
+    pub judgement: Option<gt_suite::JudgementSpec>,
     /// The suite's `[verdict]`, kept for the same reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<crate::suite::VerdictSpec>,
+    pub verdict: Option<gt_suite::VerdictSpec>,
     /// The kernel's memory-model check, made on the host when the run was planned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordering: Option<OrderingRecord>,
 }
 
-pub use crate::ordering::OrderingRecord;
+pub use gt_ordering::OrderingRecord;
 
 /// A point on a sweep axis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -299,11 +299,12 @@ pub struct Suite {
     pub fio_files: Vec<(String, Vec<u8>)>,
 }
 
-/// The directory holding the suites: `$VB_SUITES`, else `guest-tests/suites` of this source tree.
+/// The directory holding the suites: `$VB_SUITES`, else `guest-tests/suites` under the
+/// repository root ([`paths::repo_root`], found at run time).
 pub fn default_dir() -> PathBuf {
     std::env::var_os("VB_SUITES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-tests/suites"))
+        .unwrap_or_else(|| paths::repo_root().join("guest-tests/suites"))
 }
 
 /// Names of the suites in `dir` (the `*.toml` file stems), sorted.

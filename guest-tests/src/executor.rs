@@ -3,11 +3,11 @@
 
 use std::time::Instant;
 
-use crate::agent::StreamParser;
-use crate::images::job::{self, JobParams};
-use crate::launch::rerun_file::RerunInfo;
-use crate::launch::{self, LaunchError, RunSpec};
-use crate::results::{
+use gt_images::job::{self, JobParams};
+use gt_launch::agent::StreamParser;
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::{LaunchError, RunSpec};
+use gt_results::results::{
     self, HostInfo, Launched, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings,
 };
 
@@ -124,13 +124,13 @@ fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
         let path = path.to_path_buf();
         move |source| LaunchError::Io { path, source }
     };
-    launch::prepare(spec)?;
+    gt_launch::prepare(spec)?;
     // initrd = base initramfs + job archive.
-    let initrd = launch::initrd_path(dir);
+    let initrd = gt_launch::initrd_path(dir);
     let offsets = spec
         .kernel
         .bzimage
-        .with_file_name(crate::images::kernel::offsets::FILE);
+        .with_file_name(gt_images::kernel::offsets::FILE);
     let archive = job::archive(&JobParams {
         run_id: &spec.run_id,
         suite: &spec.suite,
@@ -145,7 +145,7 @@ fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
     .map_err(io(dir))?;
 
     let mut parser = StreamParser::default();
-    let raw = launch::run(spec, &initrd, &mut parser)?;
+    let raw = gt_launch::run(spec, &initrd, &mut parser)?;
     let artifacts = parser.finish();
     results::save_artifacts(&dir.join("artifacts"), &artifacts).map_err(io(dir))?;
     host.loadavg_after = results::loadavg();
@@ -169,12 +169,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::images::KernelImage;
-    use crate::launch::qemu::Accel;
-    use crate::launch::rerun_file::RerunInfo;
-    use crate::results::fixtures::fixture_stream;
-    use crate::results::{RunStatus, RESULTS_FILE};
-    use crate::suite::{self, Suite};
+    use gt_images::KernelImage;
+    use gt_launch::qemu::Accel;
+    use gt_launch::rerun_file::RerunInfo;
+    use gt_results::results::fixtures::fixture_stream;
+    use gt_results::results::{RunStatus, RESULTS_FILE};
+    use gt_suite::Suite;
 
     /// A stand-in for qemu-system-x86_64 (no guest is booted): `-version` prints a version;
     /// otherwise `body` runs with `$data` (a file holding `stream`), `$out` (the results
@@ -209,7 +209,7 @@ mod tests {
     }
 
     fn spec(dir: &Path, qemu_bin: PathBuf) -> (RunSpec, RerunInfo) {
-        let suite = Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap();
+        let suite = Suite::load(&gt_suite::default_dir(), "smoke-builtin-scsi").unwrap();
         let initramfs = dir.join("base.cpio");
         std::fs::write(&initramfs, b"").unwrap();
         let kernel = KernelImage {
@@ -223,11 +223,11 @@ mod tests {
             boot_trace_events: true,
             inputs: Vec::new(),
         };
-        let settings = crate::launch::settings::BootSettings {
+        let settings = gt_launch::settings::BootSettings {
             suite: suite.clone(),
-            accel: crate::launch::accel::AccelChoice::Tcg,
+            accel: gt_launch::accel::AccelChoice::Tcg,
             timeout: Duration::from_secs(30),
-            host: crate::launch::settings::HostSetup {
+            host: gt_launch::settings::HostSetup {
                 bios: suite.spec.bios,
                 backend_bin: None,
                 qemu_bin,
@@ -254,7 +254,7 @@ mod tests {
         let expect = RunResult::from_artifacts(
             r.info.clone(),
             r.provenance.clone(),
-            &crate::agent::parse_stream(&stream),
+            &gt_launch::agent::parse_stream(&stream),
             r.timings.clone(),
         );
         assert_eq!(r.steps, expect.steps);
@@ -331,7 +331,7 @@ mod tests {
                 ..Default::default()
             };
             let mut r = RunResult::failed(RunInfo::default(), prov, reason, Timings::default());
-            r.artifacts.push(crate::results::ArtifactRecord {
+            r.artifacts.push(gt_results::results::ArtifactRecord {
                 name: "meta".into(),
                 bytes: 1,
                 complete: true,

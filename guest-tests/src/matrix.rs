@@ -5,26 +5,26 @@
 //! spread over all kernels; `paired` boots the kernels of one repeat at the same time, each with
 //! its own backend, so host noise hits them alike and compare can use paired statistics (runs
 //! carry their `pair`). With a [`SeqPlan`] the matrix stops as soon as the suite's primary
-//! metric is decided by the sequential test of [`crate::compare::sequential`].
+//! metric is decided by the sequential test of [`gt_compare::sequential`].
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::sequential::{Decision, Sequential};
 pub use crate::executor::{execute, execute_retrying, never_reached_agent};
+use gt_compare::sequential::{Decision, Sequential};
 pub use rerun::rerun;
 
 mod rerun;
-use crate::images::{self, ImageOptions, KernelImage};
-use crate::launch::accel::{self, AccelChoice};
-use crate::launch::qemu::{self, Accel};
-use crate::launch::rerun_file::RerunInfo;
-use crate::launch::settings::BootSettings;
-use crate::launch::{host, RunSpec};
-use crate::metrics::registry;
-use crate::results::{load_runs, RunResult};
-use crate::suite::Suite;
+use gt_images::{ImageOptions, KernelImage};
+use gt_launch::accel::{self, AccelChoice};
+use gt_launch::qemu::{self, Accel};
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::settings::BootSettings;
+use gt_launch::{host, RunSpec};
+use gt_results::metrics::registry;
+use gt_results::results::{load_runs, RunResult};
+use gt_suite::Suite;
 
 mod plan;
 pub use plan::{plan, Index, IndexEntry, Planned, SequentialRecord};
@@ -105,8 +105,8 @@ pub fn ensure_kernels(
     names
         .iter()
         .map(|k| {
-            images::ensure(k, opts).map_err(|e| match e {
-                images::ImageError::UnknownVariant { .. } => MatrixError::Input(e.to_string()),
+            gt_images::ensure(k, opts).map_err(|e| match e {
+                gt_images::ImageError::UnknownVariant { .. } => MatrixError::Input(e.to_string()),
                 other => MatrixError::Image {
                     kernel: k.clone(),
                     msg: other.to_string(),
@@ -129,7 +129,7 @@ pub fn resolve_accel(
         &version,
         &host::host_release(),
         &kernel.bzimage,
-        &crate::paths::cache_dir(),
+        &gt_suite::paths::cache_dir(),
     ))
 }
 
@@ -167,7 +167,7 @@ fn primary_p(cfg: &MatrixConfig, metric: &str) -> (Option<f64>, usize, String) {
         .into_iter()
         .filter(|r| r.status.is_ok())
         .collect();
-    let Ok(c) = crate::compare::compare(&runs, &cfg.kernels) else {
+    let Ok(c) = gt_compare::compare(&runs, &cfg.kernels) else {
         return (None, 0, String::new());
     };
     let Some(row) = c.metric(metric).next() else {
@@ -198,7 +198,7 @@ pub struct Prepared {
     pub accel: Accel,
     pub suite: Suite,
     /// Each kernel's memory-model check (None: the suite has no `[judgement]`), in kernel order.
-    pub ordering: Vec<Option<crate::ordering::OrderingRecord>>,
+    pub ordering: Vec<Option<gt_ordering::OrderingRecord>>,
 }
 
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
@@ -208,7 +208,7 @@ pub fn prepare(cfg: &MatrixConfig) -> Result<Prepared, MatrixError> {
     let mut suite = cfg.boot.suite.clone();
     with_extra_args(&mut suite.spec.backend_args, &cfg.extra_backend_args);
     let ordering = if suite.spec.judgement.is_some() {
-        crate::ordering::records_for(&cfg.kernel_specs, &cfg.images)
+        gt_ordering::records_for(&cfg.kernel_specs, &cfg.images)
             .into_iter()
             .map(Some)
             .collect()

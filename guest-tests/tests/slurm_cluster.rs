@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use guest_tests::results::{Provenance, RunInfo, RunResult, RunStatus, Timings};
+use gt_results::results::{Provenance, RunInfo, RunResult, RunStatus, Timings};
 use serde_json::Value;
 
 const KERNELS: &str = "debian-rt,debian-rt+mitigations-off";
@@ -263,7 +263,7 @@ fn judge_step_through_slurm(c: &Cluster, work: &Path) {
         "{so}"
     );
     // out/boots/<candidate run>/ is the one-task matrix; its run is one level further down.
-    let runs = guest_tests::results::load_runs(&[&out]).runs;
+    let runs = gt_results::results::load_runs(&[&out]).runs;
     assert_eq!(runs.len(), 1, "{}", out.display());
     let dir = &runs[0].info.run_dir;
     assert!(dir.join("results.json").is_file(), "{}", dir.display());

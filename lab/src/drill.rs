@@ -15,14 +15,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use gt_launch::qemu::Accel;
+use gt_launch::restart::{RECONNECT_PREFIX, RESULT_PREFIX};
 use guest_tests::drill::cost::{self, COST_PREFIX};
 use guest_tests::drill::kill::{self, KillDrill, KILL_PREFIX};
 use guest_tests::drill::reconnect::{self, ReconnectDrill};
 use guest_tests::drill::restart::{self, RestartDrill};
 use guest_tests::drill::sandbox::{self, SandboxDrill, SANDBOX_PREFIX};
 use guest_tests::drill::{DrillError, Rig};
-use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::restart::{RECONNECT_PREFIX, RESULT_PREFIX};
 use serde::Serialize;
 
 /// Runs one booted drill and prints its record.

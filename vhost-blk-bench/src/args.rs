@@ -1,10 +1,10 @@
 //! The bench's command line: options and their parsers (sizes and durations by
-//! `vhost_blk::units`).
+//! `vhost_blk_units`).
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use vhost_blk::units::{self, UnitError, Zero};
+use vhost_blk_units::{UnitError, Zero};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pattern {
@@ -58,9 +58,9 @@ pub enum Device {
     Scsi,
 }
 
-/// A request size: a multiple of 512 up to 1 MiB (see `vhost_blk::units`).
+/// A request size: a multiple of 512 up to 1 MiB (see `vhost_blk_units`).
 pub fn parse_size(s: &str) -> Result<u32, String> {
-    match units::parse_size(s, Zero::Rejected) {
+    match vhost_blk_units::parse_size(s, Zero::Rejected) {
         Ok(n) if n % 512 == 0 && n <= 1 << 20 => Ok(n as u32),
         Ok(_) => Err(format!("`{s}`: a multiple of 512 up to 1m, e.g. 4k")),
         Err(e) => Err(e.to_string()),
@@ -69,7 +69,7 @@ pub fn parse_size(s: &str) -> Result<u32, String> {
 
 /// A run length: a duration greater than zero.
 pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
-    units::parse_duration_ns(s, Zero::Rejected)
+    vhost_blk_units::parse_duration_ns(s, Zero::Rejected)
 }
 
 /// Load generator for vhost-user-blk backends.
@@ -103,7 +103,7 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub duration: u64,
     /// Run this long first without recording.
-    #[arg(long, default_value = "0", value_parser = |s: &str| units::parse_duration_ns(s, Zero::Allowed))]
+    #[arg(long, default_value = "0", value_parser = |s: &str| vhost_blk_units::parse_duration_ns(s, Zero::Allowed))]
     pub ramp: u64,
     /// The client: `bench` (built in) or `blkio` (libblkio's virtio-blk-vhost-user driver).
     #[arg(long, value_enum, default_value_t = Client::Bench)]

@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 use blkio::{Blkio, Blkioq, Completion, MemoryRegion, ReqFlags};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use vhost_blk::completion::now_ns;
+use vhost_blk_completion::now_ns;
 
 use super::{plan, run_measured, thread_of, BenchError, Plan, QueueResult};
 use vhost_blk_bench::args::{Args, Pattern};

@@ -49,17 +49,17 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use std::sync::atomic::Ordering;
-use vhost_blk::completion::now_ns;
-use vhost_blk::stats::Hist;
+use vhost_blk_completion::now_ns;
 use vhost_blk_frontend::scsi::FIRST_REQUEST_QUEUE;
 use vhost_blk_frontend::{
     scsi_connect_options, ConnectOptions, Connection, FrontendError, QueueHandle,
 };
+use vhost_blk_stats::Hist;
 
 use slot::Slot;
-use vhost_blk::stats::{CountSummary, LatencySummary};
 use vhost_blk_bench::args::{Args, Client, Device, Pattern};
 use vhost_blk_bench::report::{line, QueueReport, Report};
+use vhost_blk_stats::{CountSummary, LatencySummary};
 use vm_memory::{Bytes, GuestAddress};
 
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use vhost_blk::stats::{CountSummary, LatencySummary};
+use vhost_blk_stats::{CountSummary, LatencySummary};
 
 use crate::args::{Client, Device};
 

@@ -23,10 +23,10 @@ use rand_distr::Distribution as _;
 use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 use thiserror::Error;
 
-use crate::units::{self, UnitError, Zero};
+use vhost_blk_units::{UnitError, Zero};
 
 /// Largest value any distribution parameter may take (60 s): beyond that a guest times out anyway.
-pub const MAX_NS: u64 = units::MAX_DURATION_NS;
+pub const MAX_NS: u64 = vhost_blk_units::MAX_DURATION_NS;
 
 /// The standard normal distribution (statrs): its CDF, inverse CDF and density.
 fn std_normal() -> Normal {
@@ -113,10 +113,10 @@ impl Default for Distribution {
 /// Parses a duration such as `0`, `250ns`, `50us`, `1.5ms` or `2s` into nanoseconds (zero
 /// allowed; see [`vhost_blk_units`]).
 pub fn parse_duration_ns(s: &str) -> Result<u64, DistributionError> {
-    Ok(units::parse_duration_ns(s, Zero::Allowed)?)
+    Ok(vhost_blk_units::parse_duration_ns(s, Zero::Allowed)?)
 }
 
-pub use crate::units::format_ns;
+pub use vhost_blk_units::format_ns;
 
 fn parse_shape(what: &'static str, s: &str) -> Result<f64, DistributionError> {
     match s.trim().parse::<f64>() {

@@ -80,8 +80,6 @@
 )]
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
-use vhost_blk_units as units;
-
 pub mod distribution;
 pub mod engine;
 pub mod model;

@@ -20,6 +20,3 @@
 
 pub mod emulation;
 pub mod topology;
-
-use vhost_blk_storage as storage;
-use vhost_blk_units as units;

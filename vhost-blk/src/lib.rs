@@ -1,17 +1,17 @@
 //! vhost-blk: a vhost-user backend that stands in for a multi-queue SAS controller.
 //!
-//! Crates below it, re-exported under their room names: [`units`] (sizes and durations as
-//! typed, `vhost-blk-units`), [`storage`] (positional vectored I/O on files, RAM and null disks,
-//! `vhost-blk-storage`), [`completion`] (the MSI-X latency / coalescing engine, device-free,
-//! `vhost-blk-completion`), [`stats`] (per-queue counters and histograms, the `--stats-file`
-//! format, `vhost-blk-stats`) and the SCSI target on byte buffers (`vhost-blk-scsi`, as
-//! [`scsi::emulation`] and [`scsi::topology`]).
+//! The crates below it, used by their own names: [`vhost_blk_units`] (sizes and durations as
+//! typed), [`vhost_blk_storage`] (positional vectored I/O on files, RAM and null disks),
+//! [`vhost_blk_completion`] (the MSI-X latency / coalescing engine, device-free),
+//! [`vhost_blk_stats`] (per-queue counters and histograms, the `--stats-file` format),
+//! [`vhost_blk_sandbox`] (seccomp and Landlock) and [`vhost_blk_scsi`] (the SCSI target on byte
+//! buffers and its topology).
 //!
 //! Rooms, bottom up (each imports only rooms listed before it):
 //! - [`device`]: the vhost-user backend over a `Personality`, per-queue workers, descriptor
-//!   chains to guest buffers (`completion`, `stats`);
-//! - [`blk`], [`scsi`]: the two personalities (`device`, `storage`; `scsi::topology` also
-//!   `units`);
+//!   chains to guest buffers (`vhost_blk_completion`, `vhost_blk_stats`);
+//! - [`blk`], [`scsi`]: the two personalities (`device`, `vhost_blk_storage`; `scsi` also
+//!   `vhost_blk_scsi`);
 //! - [`config`]: command line and settings file, validated into a `Config`;
 //! - [`daemon`]: the socket, signals and connections; `main` runs it.
 //!
@@ -32,12 +32,6 @@
         clippy::indexing_slicing
     )
 )]
-
-pub use vhost_blk_completion as completion;
-pub use vhost_blk_sandbox as sandbox;
-pub use vhost_blk_stats as stats;
-pub use vhost_blk_storage as storage;
-pub use vhost_blk_units as units;
 
 pub mod blk;
 pub mod config;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use vhost_blk::blk::{BlkOptions, BlkPersonality, WRITEBACK_OFFSET};
 use vhost_blk::device::{InflightArea, Personality};
-use vhost_blk::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use vhost_blk::scsi::{ScsiOptions, ScsiPersonality};
-use vhost_blk::storage::{FileStorage, Storage};
+use vhost_blk_scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+use vhost_blk_storage::{FileStorage, Storage};
 use virtio_bindings::virtio_blk::VIRTIO_BLK_F_CONFIG_WCE;
 
 fn area(queues: u16) -> Arc<InflightArea> {

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use vhost_blk::storage::{FileStorage, Storage, StorageError};
+use vhost_blk_storage::{FileStorage, Storage, StorageError};
 
 const WRITERS: usize = 8;
 const ROUNDS: usize = 300;

@@ -25,7 +25,7 @@ use common::disk::{Kind, Slot};
 use common::Backend;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use vhost_blk::storage::trace::monotonic_ns;
+use vhost_blk_storage::trace::monotonic_ns;
 
 const QUEUES: usize = 4;
 const DEPTH: usize = 4;

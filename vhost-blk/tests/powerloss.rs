@@ -35,7 +35,7 @@ use common::disk::Kind;
 use common::Backend;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use vhost_blk::storage::trace::{monotonic_ns, Trace, TraceKind, TraceRecord};
+use vhost_blk_storage::trace::{monotonic_ns, Trace, TraceKind, TraceRecord};
 
 const QUEUES: usize = 4;
 const BLOCKS: u64 = 64;

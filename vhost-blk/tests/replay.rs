@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vhost_blk::storage::writelog::{crc32c, Kind, LogHeader, Record};
+use vhost_blk_storage::writelog::{crc32c, Kind, LogHeader, Record};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vhost-blk-replay");
 

@@ -14,8 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::kernlog::{LogClass, LogFinding};
-use crate::results::{RunResult, RunStatus};
+use gt_results::metrics::kernlog::{LogClass, LogFinding};
+use gt_results::results::{RunResult, RunStatus};
 
 /// A boot that did not end well.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

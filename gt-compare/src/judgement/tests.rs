@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::compare;
-use crate::ordering::{Answer, LitmusOutcome, OrderingCheck};
-use crate::results::{load_runs, RunResult, RunStatus};
+use gt_ordering::{Answer, LitmusOutcome, OrderingCheck};
+use gt_results::results::{load_runs, RunResult, RunStatus};
 
 fn spec() -> JudgementSpec {
     JudgementSpec {
@@ -172,8 +172,8 @@ fn a_failed_boot_is_worse_and_a_failed_baseline_boot_undecided() {
     runs[i].status = RunStatus::Failed {
         reason: "guest ended without a status artefact".into(),
     };
-    runs[i].kernel_log = vec![crate::metrics::kernlog::LogFinding {
-        class: crate::metrics::kernlog::LogClass::Panic,
+    runs[i].kernel_log = vec![gt_results::metrics::kernlog::LogFinding {
+        class: gt_results::metrics::kernlog::LogClass::Panic,
         signature: "kernel panic: x".into(),
         line: "Kernel panic - not syncing: x".into(),
         count: 1,
@@ -210,7 +210,7 @@ fn a_failed_boot_is_worse_and_a_failed_baseline_boot_undecided() {
 
 #[test]
 fn a_warning_only_the_kernel_logs_is_worse() {
-    use crate::metrics::kernlog::{LogClass, LogFinding};
+    use gt_results::metrics::kernlog::{LogClass, LogFinding};
     let w = |sig: &str| LogFinding {
         class: LogClass::Warning,
         signature: sig.into(),

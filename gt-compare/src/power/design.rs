@@ -25,8 +25,8 @@ use super::t_quantile;
 
 use super::super::judgement::{spec_of, EFFECT_ALPHA};
 use super::super::Comparison;
-use crate::metrics::registry::Better;
-use crate::results::RunResult;
+use gt_results::metrics::registry::Better;
+use gt_results::results::RunResult;
 
 /// The loss the design must catch, as a ratio on the bad side.
 pub const LOSS: f64 = 0.10;

@@ -1,6 +1,6 @@
 //! Where the locks the verdict names sit in their structures, read from the kernel just built:
-//! `images/probe/lock-offsets.c` compiled with the very flags Kbuild used for
-//! `block/blk-mq.o` (its `.cmd` file), the way the kernel's own asm-offsets work. The guest
+//! this crate's `probe/lock-offsets.c` (compiled into it) built with the very flags Kbuild used
+//! for `block/blk-mq.o` (its `.cmd` file), the way the kernel's own asm-offsets work. The guest
 //! agent uses the figures to name a contended lock by its address (metrics::locks).
 //!
 //! Contract:
@@ -16,7 +16,7 @@ use std::process::Command;
 pub const FILE: &str = "lock-offsets";
 
 /// The C file, compiled in the build directory.
-const SOURCE: &str = include_str!("../../../images/probe/lock-offsets.c");
+const SOURCE: &str = include_str!("../../probe/lock-offsets.c");
 
 /// The compile command Kbuild recorded for `block/blk-mq.o`, aimed at `src` -> `out` (`-S`).
 pub fn command_for(cmd_file: &str, src: &Path, out: &Path) -> Option<String> {

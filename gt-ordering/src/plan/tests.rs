@@ -176,7 +176,7 @@ fn a_users_patch_carries_the_tests_beside_it() {
 #[test]
 fn a_tree_carries_only_its_own_tests_and_its_own_model() {
     let (_d, m) = fixture();
-    let t = crate::images::gitsrc::testtree::kernel_tree("one");
+    let t = gt_images::gitsrc::testtree::kernel_tree("one");
     let spec = KernelSpec::parse(&format!("mine=tree:{}@HEAD", t.path().display())).unwrap();
     let p = plan(&m, &spec).unwrap();
     assert!(p.tests.is_empty());

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::agent::parse_stream;
-use crate::results::{Provenance, RunInfo, Timings};
+use gt_launch::agent::parse_stream;
+use gt_results::results::{Provenance, RunInfo, Timings};
 
 /// A successful run of `kernel` whose metrics are exactly the model's factors: R removals per
 /// scan, 16 hctx x 1024 tags, one rescan, `us_per_call` per blk_mq_exit_hctx call, the boot
@@ -16,7 +16,7 @@ fn run(kernel: &str, r: f64, us_per_call: f64, boot_ms: f64, rescan_ms: f64) -> 
     let mut run = RunResult::from_artifacts(
         info,
         Provenance::default(),
-        &parse_stream(&crate::results::fixtures::fixture_stream()),
+        &parse_stream(&gt_results::results::fixtures::fixture_stream()),
         Timings::default(),
     );
     assert!(run.status.is_ok());
@@ -111,7 +111,7 @@ fn no_model_without_every_factor_or_with_variants() {
     runs[1].info.variant = None;
     let mut r = run("b", 100.0, 1.0, 50.0, 50.0);
     r.metrics.clear();
-    r.status = crate::results::RunStatus::Failed { reason: "x".into() };
+    r.status = gt_results::results::RunStatus::Failed { reason: "x".into() };
     runs.push(r);
     let m = scan_model(&runs, &order(&["a", "b"])).unwrap();
     assert_eq!(m.kernels[1].runs, 1);

@@ -55,12 +55,12 @@ mod catalog_scan;
 mod catalog_storm;
 
 use super::{GuestInfo, StepResult};
-use crate::launch::HostTimes;
 pub use catalog::{scan_metric, METRICS};
 pub use catalog_host::{HARNESS_BOOT_TO_FIO_READY_S, HARNESS_QEMU_WALL_S, HOST_METRICS};
 pub use catalog_locks::LOCK_METRICS;
 pub use catalog_scan::SCAN_METRICS;
 pub use catalog_storm::STORM_METRICS;
+use gt_launch::HostTimes;
 
 /// Every metric, in resolution order.
 pub fn all() -> impl Iterator<Item = &'static MetricDef> {

@@ -9,7 +9,7 @@ use super::{
     FioSummary, InterruptCounts, IrqSwitches, LockFigures, LockSites, Rescan, ScanTimes, Storm,
     Verify,
 };
-use crate::launch::cpu::CpuWindow;
+use gt_launch::cpu::CpuWindow;
 
 crate::step_figures! {
     /// Step metrics that rooms besides the registry name (the verdict's companions): fio's

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::Artifact;
 use crate::metrics::{self, registry, GuestStatus, InterruptCounts};
+use gt_launch::agent::Artifact;
 
 use super::{
     ArtifactRecord, GuestInfo, ParseIssue, Provenance, RunInfo, RunResult, RunStatus, StepResult,

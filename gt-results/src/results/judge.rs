@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use super::RunStatus;
-use crate::agent::Artifact;
-use crate::launch::{backend, qemu};
-use crate::suite::Suite;
+use gt_launch::agent::Artifact;
+use gt_launch::{backend, qemu};
+use gt_suite::Suite;
 
 /// `key=value` lookup in an artefact's text.
 pub fn kv(text: &str, key: &str) -> Option<String> {
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn request_vectors_are_checked_on_the_host() {
-        let spec: crate::suite::SuiteSpec = toml::from_str(
+        let spec: gt_suite::SuiteSpec = toml::from_str(
             "description = \"d\"\ndevice = \"blk\"\nbackend = \"vhost-blk\"\nsteps = [\"verify\"]\n[guest]\nexpect_request_vectors = 8",
         )
         .unwrap();

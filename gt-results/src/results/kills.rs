@@ -25,7 +25,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::agent;
+use gt_launch::agent;
 
 /// Bytes per block the writer writes.
 pub const BLOCK: u64 = 4096;

@@ -8,10 +8,10 @@ use super::{
     BackendProvenance, HostInfo, KernelProvenance, Provenance, QemuProvenance, RunInfo, RunResult,
     RunStatus, Timings,
 };
-use crate::agent::Artifact;
-use crate::launch::{HostVerdict, RawRun, RunSpec};
 use crate::metrics::registry;
-use crate::suite::BackendKind;
+use gt_launch::agent::Artifact;
+use gt_launch::{HostVerdict, RawRun, RunSpec};
+use gt_suite::BackendKind;
 
 impl From<HostVerdict> for RunStatus {
     fn from(v: HostVerdict) -> RunStatus {
@@ -80,14 +80,13 @@ fn kernel_log(arts: &[Artifact], dir: &Path) -> Vec<crate::metrics::kernlog::Log
         .find(|a| a.name == "dmesg")
         .map(|a| a.text())
         .unwrap_or_default();
-    let console =
-        std::fs::read_to_string(crate::launch::qemu::console_log(dir)).unwrap_or_default();
+    let console = std::fs::read_to_string(gt_launch::qemu::console_log(dir)).unwrap_or_default();
     crate::metrics::kernlog::merge(&[&dmesg, &console])
 }
 
 fn provenance(spec: &RunSpec, raw: &RawRun, host: HostInfo, started_at: String) -> Provenance {
     let suite = &spec.suite;
-    let root = crate::paths::repo_root();
+    let root = gt_suite::paths::repo_root();
     let (git_rev, git_dirty) = super::git_state(&root);
     // The tree's git state describes the backend only when the binary was built from it.
     let from_tree = suite.spec.backend == BackendKind::VhostBlk
@@ -151,7 +150,7 @@ mod tests {
 
     #[test]
     fn only_binaries_under_the_tree_get_its_git_rev() {
-        let root = crate::paths::repo_root();
+        let root = gt_suite::paths::repo_root();
         assert!(built_in_tree(&root.join("guest-tests/Cargo.toml"), &root));
         assert!(!built_in_tree(Path::new("/bin/sh"), &root));
         assert!(!built_in_tree(&root.join("no/such/file"), &root));

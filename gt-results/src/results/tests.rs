@@ -1,5 +1,5 @@
 use super::*;
-use crate::agent::parse_stream;
+use gt_launch::agent::parse_stream;
 
 use super::fixtures::{fixture_stream, frame, ORDER};
 

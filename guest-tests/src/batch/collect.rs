@@ -8,7 +8,7 @@ use super::slurm::{self, JobState, TaskRow};
 use super::{BatchError, Submitted, Task, TaskDone, TaskFile};
 use crate::executor::run_info;
 use crate::matrix::{self, Index};
-use crate::results::{
+use gt_results::results::{
     now_rfc3339, Provenance, RunResult, RunStatus, SchedulerInfo, Timings, RESULTS_FILE,
 };
 

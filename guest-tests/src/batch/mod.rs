@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::launch::rerun_file::RerunInfo;
-use crate::launch::RunSpec;
 use crate::matrix::{self, Index, MatrixConfig, MatrixError, Planned};
-use crate::results::SchedulerInfo;
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::RunSpec;
+use gt_results::results::SchedulerInfo;
 
 mod collect;
 pub mod shared;
@@ -286,7 +286,7 @@ mod tests {
                 suite: "s".into(),
                 kernels: vec![],
                 repeat: 1,
-                accel: crate::launch::qemu::Accel::Tcg,
+                accel: gt_launch::qemu::Accel::Tcg,
                 runs: vec![],
                 design: matrix::Design::Interleaved,
                 sequential: None,

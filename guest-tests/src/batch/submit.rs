@@ -10,7 +10,7 @@ use super::{
     TaskDone, TaskFile, SLURM_DIR,
 };
 use crate::matrix::{self, Index, MatrixConfig};
-use crate::results::RESULTS_FILE;
+use gt_results::results::RESULTS_FILE;
 
 /// `OUT/slurm/job.json`: the submitted array job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,7 +112,7 @@ pub fn check_slurm(
         ("--out".into(), absolute(out)),
         (
             "the image cache (VB_CACHE)".into(),
-            absolute(&crate::paths::cache_dir()),
+            absolute(&gt_suite::paths::cache_dir()),
         ),
         ("the harness".into(), exe),
     ];
@@ -245,7 +245,7 @@ pub fn submit(
         job_id,
         partition,
         tasks: tf.tasks.len(),
-        submitted_at: crate::results::now_rfc3339(),
+        submitted_at: gt_results::results::now_rfc3339(),
         sbatch_argv: argv,
     };
     write_json(&Submitted::path(&cfg.out), &sub)?;
@@ -279,7 +279,11 @@ fn write_array_script(out: &Path, dir: &Path) -> Result<(), BatchError> {
          # task K in tasks.json on the node Slurm gives it.\n\
          export VB_CACHE={}\n\
          exec {} run-one {} \"$SLURM_ARRAY_TASK_ID\"\n",
-        sh_quote(&absolute(&crate::paths::cache_dir()).display().to_string()),
+        sh_quote(
+            &absolute(&gt_suite::paths::cache_dir())
+                .display()
+                .to_string()
+        ),
         sh_quote(&exe.display().to_string()),
         sh_quote(&out.display().to_string()),
     );

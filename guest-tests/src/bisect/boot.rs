@@ -1,7 +1,7 @@
 //! How each boot of a bisection or a judge runs: suite, metric, QEMU and backend settings,
 //! and where (here, or as Slurm jobs). Shared by [`super::lab`] and `super::onslurm`.
 
-use crate::launch::settings::BootSettings;
+use gt_launch::settings::BootSettings;
 
 /// How each boot runs (shared by `bisect` and `judge`).
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! The real [`Lab`]: candidates from git (`--good`/`--bad`) or a patch series (`--patches`),
-//! built with [`crate::images`] in one build directory per tree, booted with
+//! built with [`gt_images`] in one build directory per tree, booted with
 //! [`crate::executor`], measured on one metric.
 //!
 //! Rules:
@@ -20,11 +20,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use super::search::{Candidate, Failure, Lab};
-use crate::images::manifest::Manifest;
-use crate::images::spec::{Base, KernelSpec};
-use crate::images::{self, ImageError, ImageOptions, KernelImage};
-use crate::launch::qemu::Accel;
 use crate::matrix;
+use gt_images::manifest::Manifest;
+use gt_images::spec::{Base, KernelSpec};
+use gt_images::{ImageError, ImageOptions, KernelImage};
+use gt_launch::qemu::Accel;
 
 pub use super::boot::BootConfig;
 
@@ -48,8 +48,8 @@ fn git(tree: &Path, args: &[&str]) -> Result<String, String> {
 
 /// Rule 1: the good commit, then every first-parent commit up to the bad one.
 pub fn commit_candidates(tree: &Path, good: &str, bad: &str) -> Result<Vec<Candidate>, String> {
-    let g = images::spec::resolve_rev(tree, good)?;
-    let b = images::spec::resolve_rev(tree, bad)?;
+    let g = gt_images::spec::resolve_rev(tree, good)?;
+    let b = gt_images::spec::resolve_rev(tree, bad)?;
     if git(tree, &["merge-base", "--is-ancestor", &g, &b]).is_err() {
         return Err(format!("--good {good} is not an ancestor of --bad {bad}"));
     }
@@ -197,7 +197,7 @@ impl RealLab {
         boot: BootConfig,
         out: PathBuf,
     ) -> Result<RealLab, String> {
-        let manifest = Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+        let manifest = Manifest::load(&gt_images::manifest_path()).map_err(|e| e.to_string())?;
         Ok(RealLab {
             built: vec![None; cands.len()],
             cands,
@@ -218,7 +218,7 @@ impl RealLab {
         accel: Accel,
         run_dir: &Path,
         seed: u64,
-    ) -> crate::results::RunResult {
+    ) -> gt_results::results::RunResult {
         let b = &self.boot.settings;
         let run_id = format!(
             "{}-bisect-{}",
@@ -261,7 +261,7 @@ impl Lab for RealLab {
             ..Default::default()
         };
         let t = Instant::now();
-        match images::ensure_spec(&self.manifest, spec, &opts) {
+        match gt_images::ensure_spec(&self.manifest, spec, &opts) {
             Ok(k) => {
                 println!(
                     "built {} ({}) in {:.0} s: {}",

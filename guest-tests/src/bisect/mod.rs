@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub use classify::{Class, Classifier, ClassifierPlan, Sample};
 pub use search::{Answer, BisectPlan, Candidate, Event, Outcome, Verdict};
 
-use crate::images::spec::KernelSpec;
+use gt_images::spec::KernelSpec;
 
 /// A validated `bisect` request.
 #[derive(Debug, Clone)]

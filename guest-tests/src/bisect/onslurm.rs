@@ -7,11 +7,11 @@ use std::path::Path;
 use super::boot::BootConfig;
 use super::search::Failure;
 use crate::batch::{self, BatchError, SlurmOptions};
-use crate::images::spec::KernelSpec;
-use crate::images::ImageOptions;
-use crate::launch::settings::BootSettings;
 use crate::matrix::{Design, MatrixConfig};
-use crate::results::{load_runs, RunResult};
+use gt_images::spec::KernelSpec;
+use gt_images::ImageOptions;
+use gt_launch::settings::BootSettings;
+use gt_results::results::{load_runs, RunResult};
 
 /// Boots `spec` once as a Slurm job into the matrix directory `run_dir` (its run is the one
 /// subdirectory). Bad input (no Slurm, an unknown partition, a path the nodes cannot see)

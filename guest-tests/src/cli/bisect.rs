@@ -8,8 +8,8 @@ use clap::Args;
 
 use crate::bisect::lab::{self, BootConfig};
 use crate::bisect::{self, Answer, BisectConfig, BisectPlan, ClassifierPlan};
-use crate::images::{self, spec::KernelSpec};
-use crate::results::load_runs;
+use gt_images::spec::KernelSpec;
+use gt_results::results::load_runs;
 
 /// How each boot runs and how steps are decided (shared by both commands).
 #[derive(Args, Debug, Clone)]
@@ -125,7 +125,7 @@ impl StepArgs {
                 ))
             }
         };
-        if crate::metrics::registry::find(&metric).is_none() {
+        if gt_results::metrics::registry::find(&metric).is_none() {
             return Err(format!(
                 "--metric '{metric}' is not a metric the registry knows"
             ));
@@ -235,11 +235,11 @@ impl TryFrom<BisectArgs> for BisectConfig {
 /// `--good`, or `--base-variant`), or the commits between `--good` and `--bad` of `--tree`;
 /// every tree, revision, patch and name checked.
 fn candidates(a: &BisectArgs) -> Result<Vec<(bisect::Candidate, KernelSpec)>, String> {
-    let manifest =
-        images::manifest::Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+    let manifest = gt_images::manifest::Manifest::load(&gt_images::manifest_path())
+        .map_err(|e| e.to_string())?;
     let tree = match &a.tree {
         Some(t) => {
-            images::spec::check_tree(t, None).map_err(|e| format!("--tree: {e}"))?;
+            gt_images::spec::check_tree(t, None).map_err(|e| format!("--tree: {e}"))?;
             Some(
                 t.canonicalize()
                     .map_err(|e| format!("--tree {}: {e}", t.display()))?,
@@ -347,16 +347,18 @@ fn prepare_judge(a: JudgeArgs) -> Result<Judge, String> {
     let (boot, plan) = a.step.check()?;
     let good = ref_values(&a.good, &boot.metric, "good")?;
     let bad = ref_values(&a.bad, &boot.metric, "bad")?;
-    images::spec::check_tree(&a.tree, None).map_err(|e| format!("--tree: {e}"))?;
+    gt_images::spec::check_tree(&a.tree, None).map_err(|e| format!("--tree: {e}"))?;
     let tree = a.tree.canonicalize().map_err(|e| e.to_string())?;
-    let head = images::spec::resolve_rev(&tree, "HEAD")?;
+    let head = gt_images::spec::resolve_rev(&tree, "HEAD")?;
     let spec = KernelSpec::parse(&format!("judge-{}=tree:{}", &head[..12], tree.display()))?;
     // Not under the cwd: `git bisect run` runs judge inside the tree, whose checkout must stay
     // clean (a results directory there would be built into the next kernel as a change).
     let out = a.out.clone().unwrap_or_else(|| {
-        crate::paths::repo_root()
-            .join("results")
-            .join(format!("judge-{}-{}", &head[..12], stamp()))
+        gt_suite::paths::repo_root().join("results").join(format!(
+            "judge-{}-{}",
+            &head[..12],
+            stamp()
+        ))
     });
     let abs_out = if out.is_absolute() {
         out.clone()

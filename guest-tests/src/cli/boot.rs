@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::launch::accel::AccelChoice;
-use crate::launch::sched::HostSched;
-use crate::launch::settings::{BootSettings, HostSetup};
-use crate::launch::{backend, qemu, qemus};
-use crate::suite::{self, Suite};
+use gt_launch::accel::AccelChoice;
+use gt_launch::sched::HostSched;
+use gt_launch::settings::{BootSettings, HostSetup};
+use gt_launch::{backend, qemu, qemus};
+use gt_suite::Suite;
 
 #[derive(Args, Debug, Clone)]
 pub struct BootArgs {
@@ -46,7 +46,7 @@ impl BootArgs {
     /// Loads suite `name` and checks the rest (nothing is created): the suite's BIOS, pinned
     /// vCPUs, the host's own scheduling (`run` may override these three).
     pub fn check(self, name: &str) -> Result<BootSettings, String> {
-        let dir = self.suites_dir.unwrap_or_else(suite::default_dir);
+        let dir = self.suites_dir.unwrap_or_else(gt_suite::default_dir);
         let suite = Suite::load(&dir, name).map_err(|e| e.to_string())?;
         let accel: AccelChoice = self.accel.parse()?;
         let timeout = self.timeout.unwrap_or(suite.spec.timeout_secs);
@@ -55,7 +55,7 @@ impl BootArgs {
         }
         let qemu_bin = match (self.qemu_bin, self.qemu) {
             (Some(p), _) => p,
-            (None, Some(v)) => qemus::resolve(&v, &crate::paths::cache_dir())?,
+            (None, Some(v)) => qemus::resolve(&v, &gt_suite::paths::cache_dir())?,
             (None, None) => PathBuf::from(qemus::SYSTEM_QEMU),
         };
         if let Some(min) = suite.spec.min_qemu.as_deref() {

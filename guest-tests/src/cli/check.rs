@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::results::checks::{check_storm, check_tree_kernels, read_runs, TreeKernels};
+use gt_results::results::checks::{check_storm, check_tree_kernels, read_runs, TreeKernels};
 
 use super::fail;
 
@@ -108,14 +108,14 @@ fn check_judgement(
     expect: &[Expectation],
 ) -> Result<(), String> {
     let runs = read_runs(dir)?;
-    let c = crate::compare::compare(&runs, &super::split_kernels(kernels))
-        .map_err(|e| e.to_string())?;
-    let js = crate::compare::judgement::judge_all(&c, &runs);
+    let c =
+        gt_compare::compare(&runs, &super::split_kernels(kernels)).map_err(|e| e.to_string())?;
+    let js = gt_compare::judgement::judge_all(&c, &runs);
     if js.is_empty() {
         return Err(format!("{}: the runs carry no [judgement]", dir.display()));
     }
-    print!("{}", crate::report::judgement_lines(&js));
-    let spec = crate::compare::judgement::spec_of(&runs).map_or(0, |s| s.locks.len());
+    print!("{}", gt_report::judgement_lines(&js));
+    let spec = gt_compare::judgement::spec_of(&runs).map_or(0, |s| s.locks.len());
     // A kernel none of whose boots ended has no figures at all: its judgement says why.
     if let Some(k) = js.iter().find(|k| k.boots.ok > 0 && k.locks.len() < spec) {
         return Err(format!(
@@ -130,8 +130,8 @@ fn check_judgement(
                 "  {}: `{}` {} -> {}",
                 k.kernel,
                 l.metric,
-                crate::report::fmt_num(l.base_mean),
-                crate::report::fmt_num(l.other_mean)
+                gt_report::fmt_num(l.base_mean),
+                gt_report::fmt_num(l.other_mean)
             );
         }
     }
@@ -172,7 +172,7 @@ fn check_kills(runs: &[PathBuf], image: &str) -> Result<(), String> {
     for dir in runs {
         let stream = std::fs::read(dir.join("results.bin"))
             .map_err(|e| format!("{}: {e}", dir.join("results.bin").display()))?;
-        let r = crate::results::kills::judge(&stream, &dir.join(image))
+        let r = gt_results::results::kills::judge(&stream, &dir.join(image))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
         v["run"] = serde_json::Value::String(dir.display().to_string());

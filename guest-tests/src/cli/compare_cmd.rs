@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{each, fail, print_json, runs, split_kernels, within};
-use crate::results::load_runs;
-use crate::{compare, report};
+use gt_results::results::load_runs;
 
 /// Compare the runs (results.json) under one or more directories, kernel by kernel.
 #[derive(Args, Debug)]
@@ -48,7 +47,7 @@ pub struct CompareArgs {
     /// kernel (with --json: as JSON).
     #[arg(long, value_name = "STEPS", requires = "metrics", conflicts_with_all = ["verdict", "by_node", "each", "runs", "kernels"])]
     within_boot: Option<String>,
-    /// Boots per kernel the runs' `[judgement]` would need (compare::power): to decide the
+    /// Boots per kernel the runs' `[judgement]` would need (gt_compare::power): to decide the
     /// mechanism and each effect, to exclude 1 from the 95 % interval, and for an interval of
     /// +- --width (with --json: as JSON).
     #[arg(long, conflicts_with_all = ["verdict", "by_node", "each", "runs", "within_boot"])]
@@ -107,17 +106,17 @@ fn compare_dirs(
     if runs.is_empty() {
         return fail("no results.json under the given directories", 2);
     }
-    let c = match compare::compare(&runs, &split_kernels(kernels)) {
+    let c = match gt_compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => c,
         Err(e) => return fail(e, 1),
     };
-    let mut verdict = compare::verdict::verdict(&c, &runs);
+    let mut verdict = gt_compare::verdict::verdict(&c, &runs);
     if let Some(v) = verdict.as_mut() {
-        report::fill_reasons(v);
+        gt_report::fill_reasons(v);
     }
-    let seq = dirs.first().and_then(|d| report::sequential_note(d));
+    let seq = dirs.first().and_then(|d| gt_report::sequential_note(d));
     match output {
-        CompareOutput::Table => print!("{}", report::markdown_table(&c, metrics)),
+        CompareOutput::Table => print!("{}", gt_report::markdown_table(&c, metrics)),
         CompareOutput::Json => {
             let mut c = c;
             if !metrics.is_empty() {
@@ -131,28 +130,28 @@ fn compare_dirs(
                     }
                 });
             }
-            let nodes = report::node_rows(&runs, &c);
+            let nodes = gt_report::node_rows(&runs, &c);
             let v = serde_json::json!({ "comparison": c, "verdict": verdict, "nodes": nodes });
             return print_json(&v);
         }
         CompareOutput::ByNode => {
             let wanted = if metrics.is_empty() {
-                report::node_metrics(&runs, &c)
+                gt_report::node_metrics(&runs, &c)
             } else {
                 metrics.to_vec()
             };
-            let rows = compare::nodes::node_effects(&runs, &c.kernels, &wanted);
+            let rows = gt_compare::nodes::node_effects(&runs, &c.kernels, &wanted);
             if rows.is_empty() {
                 return fail("none of the metrics has values in these runs", 2);
             }
-            println!("{}\n", report::NODE_NOTE);
-            let (h, r) = report::node_table(&rows);
-            print!("{}", report::markdown_rows(&h, &r));
+            println!("{}\n", gt_report::NODE_NOTE);
+            let (h, r) = gt_report::node_table(&rows);
+            print!("{}", gt_report::markdown_rows(&h, &r));
         }
         CompareOutput::Verdict => match verdict {
             Some(v) => {
-                print!("{}", report::verdict_text(&v, seq.as_ref()));
-                print!("{}", report::verdict_table(&v));
+                print!("{}", gt_report::verdict_text(&v, seq.as_ref()));
+                print!("{}", gt_report::verdict_table(&v));
             }
             None => {
                 return fail(
@@ -174,11 +173,11 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
         return fail(format!("{}: no such file or directory", d.display()), 2);
     }
     let runs = load_runs(dirs).runs;
-    let c = match compare::compare(&runs, &split_kernels(kernels)) {
+    let c = match gt_compare::compare(&runs, &split_kernels(kernels)) {
         Ok(c) => c,
         Err(e) => return fail(e, 1),
     };
-    let rows = compare::power::power_rows(&c, &runs, width);
+    let rows = gt_compare::power::power_rows(&c, &runs, width);
     if rows.is_empty() {
         return fail(
             "these runs carry no [judgement] with values for two kernels",
@@ -188,7 +187,8 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
     if json {
         return print_json(&rows);
     }
-    let n = |v: Option<usize>| v.map_or(format!("> {}", compare::power::MAX_N), |n| n.to_string());
+    let n =
+        |v: Option<usize>| v.map_or(format!("> {}", gt_compare::power::MAX_N), |n| n.to_string());
     let header: Vec<String> = [
         "metric",
         "kernel",
@@ -209,7 +209,7 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
                 format!("`{}` ({})", r.metric, r.role),
                 r.kernel.clone(),
                 format!("{}+{}", r.n_now.0, r.n_now.1),
-                report::fmt_num(r.ratio),
+                gt_report::fmt_num(r.ratio),
                 format!("{:.3} / {:.3}", r.sd_log_base, r.sd_log_other),
                 n(r.n_decide),
                 n(r.n_exclude_one),
@@ -219,16 +219,16 @@ fn power_cmd(dirs: &[PathBuf], kernels: Option<&str>, width: f64, json: bool) ->
         .collect();
     println!(
         "Boots per kernel for {:.0} % power (Welch on logs; mechanism: the interval below its floor; effects: p < 0.05 / their number):\n",
-        compare::power::POWER * 100.0
+        gt_compare::power::POWER * 100.0
     );
-    print!("{}", report::markdown_rows(&header, &body));
-    print_design(&compare::power::design::design_rows(&c, &runs, 8));
+    print!("{}", gt_report::markdown_rows(&header, &body));
+    print_design(&gt_compare::power::design::design_rows(&c, &runs, 8));
     ExitCode::SUCCESS
 }
 
 /// `compare --power`'s second table: the chances a design of n boots per kernel gives
-/// (compare::power::design).
-fn print_design(rows: &[compare::power::design::DesignRow]) {
+/// (gt_compare::power::design).
+fn print_design(rows: &[gt_compare::power::design::DesignRow]) {
     if rows.is_empty() {
         return;
     }
@@ -261,8 +261,8 @@ fn print_design(rows: &[compare::power::design::DesignRow]) {
         .collect();
     println!(
         "\nThe design at n boots per kernel, these runs' ratios and spreads taken as true \
-         (compare::power::design: normal approximation, the metrics treated as independent; \
+         (gt_compare::power::design: normal approximation, the metrics treated as independent; \
          effects in the [judgement]'s order):\n"
     );
-    print!("{}", report::markdown_rows(&header, &body));
+    print!("{}", gt_report::markdown_rows(&header, &body));
 }

@@ -1,12 +1,12 @@
 //! `compare --each DIR...`: every directory judged alone, then the spread of the verdicts
-//! (compare::spread), as a table or JSON.
+//! (gt_compare::spread), as a table or JSON.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::compare::{self, spread};
-use crate::report::{fmt_num, fmt_p, markdown_rows};
-use crate::results::load_runs;
+use gt_compare::spread;
+use gt_report::{fmt_num, fmt_p, markdown_rows};
+use gt_results::results::load_runs;
 
 use super::{fail, print_json, split_kernels};
 
@@ -15,10 +15,10 @@ pub fn each_cmd(dirs: &[PathBuf], kernels: Option<&str>, threshold: f64, json: b
     let mut rows = Vec::new();
     for d in dirs {
         let runs = load_runs(std::slice::from_ref(d)).runs;
-        let Ok(c) = compare::compare(&runs, &split_kernels(kernels)) else {
+        let Ok(c) = gt_compare::compare(&runs, &split_kernels(kernels)) else {
             return fail(format!("{}: no runs to compare", d.display()), 2);
         };
-        let Some(row) = compare::verdict::verdict(&c, &runs)
+        let Some(row) = gt_compare::verdict::verdict(&c, &runs)
             .and_then(|v| spread::matrix_row(&d.display().to_string(), &v))
         else {
             return fail(

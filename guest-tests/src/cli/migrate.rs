@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde::Deserialize;
 
-use crate::results::RunResult;
-use crate::suite::VerdictSpec;
+use gt_results::results::RunResult;
+use gt_suite::VerdictSpec;
 
 use super::fail;
 

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::batch;
-use crate::images::{self, ImageOptions};
 use crate::matrix::{self, Index, MatrixConfig, MatrixError};
-use crate::suite::{self, Suite};
+use gt_images::ImageOptions;
+use gt_suite::Suite;
 
 mod bisect;
 mod boot;
@@ -22,7 +22,6 @@ mod ordering;
 mod run;
 mod runs;
 mod within;
-use crate::report;
 pub use bisect::{BisectArgs, JudgeArgs};
 pub use run::RunArgs;
 
@@ -59,7 +58,7 @@ pub enum Cmd {
     #[command(subcommand)]
     Check(check::CheckCmd),
     /// Kernel images and the initramfs: build, list.
-    Images(images::cli::ImagesArgs),
+    Images(gt_images::cli::ImagesArgs),
     /// Each kernel's litmus tests under the memory model (LKMM) of its source, run with herd7
     /// (ci/fetch-herd7.sh): Never / Sometimes per test; exit 0 when they ran, 2 on bad input.
     Ordering(Box<ordering::OrderingArgs>),
@@ -94,15 +93,15 @@ fn split_kernels(k: Option<&str>) -> Vec<String> {
 /// After a matrix: the report and the comparison table (when anything succeeded), a summary
 /// line; exit code 1 when a run failed.
 fn after_run(out: &Path, idx: &Index) -> ExitCode {
-    let opts = report::ReportOptions {
+    let opts = gt_report::ReportOptions {
         kernels: idx.kernels.clone(),
         ..Default::default()
     };
-    match report::build_with(out, &opts) {
+    match gt_report::build_with(out, &opts) {
         Ok(f) => println!("report: {}", f.markdown.display()),
         Err(e) => eprintln!("guest-tests: no report: {e}"),
     }
-    if let Ok(t) = report::headline_table(out, &idx.kernels) {
+    if let Ok(t) = gt_report::headline_table(out, &idx.kernels) {
         print!("{t}");
     }
     let failed = idx.runs.iter().filter(|r| !r.status.is_ok()).count();
@@ -178,7 +177,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Check(c) => check::check_cmd(c),
         Cmd::Bisect(a) => bisect::bisect_cmd(*a),
         Cmd::Judge(a) => bisect::judge_cmd(*a),
-        Cmd::Images(args) => match images::cli::run(&args) {
+        Cmd::Images(args) => match gt_images::cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(&e, e.exit_code() as u8),
         },
@@ -186,7 +185,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Cmd::Migrate(c) => migrate::migrate_cmd(&c),
         Cmd::Suites {
             variants: Some(name),
-        } => match Suite::load(&suite::default_dir(), &name) {
+        } => match Suite::load(&gt_suite::default_dir(), &name) {
             Ok(s) => {
                 for v in &s.spec.variants {
                     println!("{}", v.name);
@@ -289,25 +288,25 @@ fn report_cmd(dir: &Path, kernels: Option<&str>, title: Option<String>) -> ExitC
     if !dir.is_dir() {
         return fail(format!("{}: not a directory", dir.display()), 2);
     }
-    let opts = report::ReportOptions {
+    let opts = gt_report::ReportOptions {
         kernels: split_kernels(kernels),
         title,
         ..Default::default()
     };
-    match report::build_with(dir, &opts) {
+    match gt_report::build_with(dir, &opts) {
         Ok(f) => {
             println!("{}\n{}", f.markdown.display(), f.html.display());
             ExitCode::SUCCESS
         }
-        Err(e @ report::ReportError::NoResults(_)) => fail(e, 2),
+        Err(e @ gt_report::ReportError::NoResults(_)) => fail(e, 2),
         Err(e) => fail(e, 1),
     }
 }
 
 /// `guest-tests suites`: each suite with its description and variants.
 fn suites_cmd() -> ExitCode {
-    let dir = suite::default_dir();
-    let names = match suite::list(&dir) {
+    let dir = gt_suite::default_dir();
+    let names = match gt_suite::list(&dir) {
         Ok(n) => n,
         Err(e) => return fail(e, 1),
     };
@@ -330,7 +329,7 @@ fn suites_cmd() -> ExitCode {
 mod tests {
     use super::run::utc_stamp;
     use super::*;
-    use crate::launch::accel::AccelChoice;
+    use gt_launch::accel::AccelChoice;
     use std::time::Duration;
 
     fn args(extra: &[&str]) -> RunArgs {

@@ -8,14 +8,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::compare::runs::runs_table;
-use crate::images::manifest::Manifest;
-use crate::images::spec::KernelSpec;
-use crate::images::{self, ImageOptions};
-use crate::ordering::selftest::SelfTest;
-use crate::ordering::{table, Answer, OrderingCheck, Session};
-use crate::report::pyfmt::grouped;
-use crate::results::load_runs;
+use gt_compare::runs::runs_table;
+use gt_images::manifest::Manifest;
+use gt_images::spec::KernelSpec;
+use gt_images::ImageOptions;
+use gt_ordering::selftest::SelfTest;
+use gt_ordering::{table, Answer, OrderingCheck, Session};
+use gt_report::pyfmt::grouped;
+use gt_results::results::load_runs;
 
 use super::{fail, print_json};
 
@@ -56,7 +56,7 @@ pub struct OrderingArgs {
 /// Checks the request: the manifest loads, every kernel resolves, every storm directory exists.
 /// Returns the manifest and the kernels to check.
 fn validate(a: &OrderingArgs) -> Result<(Manifest, Vec<String>), String> {
-    let m = Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+    let m = Manifest::load(&gt_images::manifest_path()).map_err(|e| e.to_string())?;
     for k in &a.kernels {
         KernelSpec::parse(k).and_then(|s| s.check(&m))?;
     }
@@ -95,7 +95,7 @@ pub fn ordering_cmd(a: &OrderingArgs) -> ExitCode {
         Ok(x) => x,
         Err(e) => return fail(e, 2),
     };
-    let cache = images::cache_dir(&ImageOptions {
+    let cache = gt_images::cache_dir(&ImageOptions {
         cache_dir: a.cache.clone(),
         ..Default::default()
     });
@@ -299,7 +299,7 @@ mod tests {
         // Every litmus file of images/patches is reached by one of them.
         let mut reached = std::collections::BTreeSet::new();
         for name in &k {
-            let p = crate::ordering::plan::plan(&m, &KernelSpec::parse(name).unwrap()).unwrap();
+            let p = gt_ordering::plan::plan(&m, &KernelSpec::parse(name).unwrap()).unwrap();
             reached.extend(p.tests.into_iter().map(|t| t.file));
         }
         for line in ["6.12", "7.3"] {

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::batch::SlurmOptions;
-use crate::images::{self, ImageOptions};
-use crate::launch::settings::{BootSettings, HostSetup};
 use crate::matrix::{self, MatrixConfig};
-use crate::suite::{self, Bios, Suite};
+use gt_images::ImageOptions;
+use gt_launch::settings::{BootSettings, HostSetup};
+use gt_suite::{Bios, Suite};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -210,11 +210,11 @@ fn check_kernels(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
     if kernel_specs.iter().any(|k| k.is_empty()) {
         return Err(format!("--kernels '{list}': empty kernel name"));
     }
-    let manifest =
-        images::manifest::Manifest::load(&images::manifest_path()).map_err(|e| e.to_string())?;
+    let manifest = gt_images::manifest::Manifest::load(&gt_images::manifest_path())
+        .map_err(|e| e.to_string())?;
     let mut kernels = Vec::new();
     for k in &kernel_specs {
-        let spec = images::spec::KernelSpec::parse(k)?;
+        let spec = gt_images::spec::KernelSpec::parse(k)?;
         spec.check(&manifest)?;
         kernels.push(spec.label);
     }
@@ -238,7 +238,7 @@ fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
         .chain(judged.map(|m| ("[judgement] metric", Some(m))))
     {
         if let Some(m) = m {
-            if crate::metrics::registry::find(m).is_none() {
+            if gt_results::metrics::registry::find(m).is_none() {
                 return Err(format!(
                     "suite '{}': {what} '{m}' is not a metric the registry knows",
                     suite.name
@@ -259,7 +259,7 @@ fn check_suite_metrics(suite: &Suite) -> Result<(), String> {
         .flat_map(|s| companions.clone().map(move |c| (s, c)))
     {
         let m = format!("{step}.{c}");
-        if crate::metrics::registry::find(&m).is_none() {
+        if gt_results::metrics::registry::find(&m).is_none() {
             return Err(format!(
                 "suite '{}': [verdict] companion '{m}' is not a metric the registry knows",
                 suite.name
@@ -305,7 +305,7 @@ fn sequential_plan(
 fn backend_threads_args(threads: Option<u32>, suite: &Suite) -> Result<Vec<String>, String> {
     match threads {
         Some(0) => Err("--backend-threads must be at least 1".into()),
-        Some(_) if suite.spec.backend != suite::BackendKind::VhostBlk => {
+        Some(_) if suite.spec.backend != gt_suite::BackendKind::VhostBlk => {
             Err("--backend-threads applies to the vhost-blk backend only".into())
         }
         Some(t) => Ok(vec!["--threads".to_string(), t.to_string()]),
@@ -366,8 +366,8 @@ mod tests {
     /// Every committed suite loads, and names only metrics the registry knows.
     #[test]
     fn every_suite_names_known_metrics() {
-        let dir = crate::suite::default_dir();
-        let names = crate::suite::list(&dir).unwrap();
+        let dir = gt_suite::default_dir();
+        let names = gt_suite::list(&dir).unwrap();
         assert!(names.len() > 20, "{names:?}");
         for name in names {
             let suite = Suite::load(&dir, &name).unwrap();

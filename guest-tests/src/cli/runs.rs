@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::compare::runs::{runs_table, RunsTable};
-use crate::report::{fmt_num, markdown_rows};
-use crate::results::load_runs;
+use gt_compare::runs::{runs_table, RunsTable};
+use gt_report::{fmt_num, markdown_rows};
+use gt_results::results::load_runs;
 
 use super::{fail, print_json};
 

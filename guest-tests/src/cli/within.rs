@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::compare::components::{within_boot, WithinBoot};
-use crate::report::markdown_rows;
-use crate::results::load_runs;
+use gt_compare::components::{within_boot, WithinBoot};
+use gt_report::markdown_rows;
+use gt_results::results::load_runs;
 
 use super::{fail, print_json};
 

@@ -21,10 +21,10 @@ use super::EARLY_CRASH_RETRIES;
 use super::{
     fresh_dir, guest_argv, load_suite, until_disk_report, DiskReport, DrillError, ProcUse, Rig,
 };
-use crate::images::KernelImage;
-use crate::launch::backend;
-use crate::launch::process::Guarded;
-use crate::suite::Suite;
+use gt_images::KernelImage;
+use gt_launch::backend;
+use gt_launch::process::Guarded;
+use gt_suite::Suite;
 
 /// The suite whose cells the drill boots.
 pub const SUITE: &str = "scale-cost";
@@ -183,7 +183,7 @@ pub fn table(kernel: &str, repeat: usize, queues: &[u32], lines: &[CostLine]) ->
             if v.is_empty() {
                 f64::NAN
             } else {
-                crate::compare::median_sorted(&v)
+                gt_compare::median_sorted(&v)
             }
         };
         t += &format!(

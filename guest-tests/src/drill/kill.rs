@@ -20,8 +20,8 @@ use super::{
     check, console_tail, load_suite, restarts_of, Boot, DrillError, Rig, EARLY_CRASH_RETRIES,
 };
 use crate::matrix;
-use crate::results::kills::{self, KillReport};
-use crate::suite::KillTarget;
+use gt_results::results::kills::{self, KillReport};
+use gt_suite::KillTarget;
 
 /// One kill drill: which suite, variant and seed, into which directory.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ pub fn run(rig: &Rig, d: &KillDrill) -> Result<KillOutcome, DrillError> {
             )
         });
     }
-    let recs = crate::launch::restart::read_records(dir);
+    let recs = gt_launch::restart::read_records(dir);
     let report = std::fs::read(dir.join("results.bin"))
         .map_err(|e| e.to_string())
         .and_then(|stream| kills::judge(&stream, &dir.join("disk.img")));

@@ -25,14 +25,14 @@ pub mod sandbox;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::images::{self, ImageOptions, KernelImage};
-use crate::launch::accel::AccelChoice;
-use crate::launch::process::Guarded;
-use crate::launch::qemu::{self, Accel};
-use crate::launch::rerun_file::RerunInfo;
-use crate::launch::settings::{BootSettings, HostSetup};
-use crate::launch::{qemus, RunSpec, StreamWatch};
-use crate::suite::{self, RestartSettings, Suite};
+use gt_images::{ImageOptions, KernelImage};
+use gt_launch::accel::AccelChoice;
+use gt_launch::process::Guarded;
+use gt_launch::qemu::{self, Accel};
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::settings::{BootSettings, HostSetup};
+use gt_launch::{qemus, RunSpec, StreamWatch};
+use gt_suite::{RestartSettings, Suite};
 
 /// Boots again after a guest that never reached its agent or died of the int3 Oops Debian's
 /// kernel sometimes meets under MTTCG (a static key patched while another vCPU runs the site);
@@ -71,7 +71,7 @@ pub struct Rig {
 impl Rig {
     /// The kernel image, built or fetched if the cache lacks it.
     pub fn kernel_image(&self) -> Result<KernelImage, DrillError> {
-        images::ensure(&self.kernel, &ImageOptions::default())
+        gt_images::ensure(&self.kernel, &ImageOptions::default())
             .map_err(|e| DrillError::Kernel(self.kernel.clone(), e.to_string()))
     }
 
@@ -79,13 +79,13 @@ impl Rig {
     pub fn backend(&self) -> Result<PathBuf, DrillError> {
         self.backend_bin
             .clone()
-            .or_else(crate::launch::backend::default_vhost_blk)
+            .or_else(gt_launch::backend::default_vhost_blk)
             .ok_or(DrillError::NoBackend)
     }
 
     /// The QEMU binary for suite `s` (module docs of [`Rig::qemu`]).
     pub fn qemu_bin(&self, s: &Suite) -> Result<PathBuf, DrillError> {
-        let cache = crate::paths::cache_dir();
+        let cache = gt_suite::paths::cache_dir();
         if let Some(choice) = &self.qemu {
             return qemus::resolve(choice, &cache).map_err(DrillError::Qemu);
         }
@@ -169,7 +169,7 @@ pub struct Boot<'a> {
 
 /// Suite `name` from the project's suites.
 pub fn load_suite(name: &str) -> Result<Suite, DrillError> {
-    Suite::load(&suite::default_dir(), name)
+    Suite::load(&gt_suite::default_dir(), name)
         .map_err(|e| DrillError::Suite(name.into(), e.to_string()))
 }
 
@@ -210,7 +210,7 @@ pub enum DiskReport {
 pub fn until_disk_report(q: &mut Guarded, dir: &Path, limit: Duration) -> DiskReport {
     let results = qemu::results_bin(dir);
     let console = dir.join("console.log");
-    let mut parser = crate::agent::StreamParser::default();
+    let mut parser = gt_launch::agent::StreamParser::default();
     let mut fed = 0usize;
     let t = Instant::now();
     while !parser.progress().device_ready {
@@ -294,7 +294,7 @@ pub fn guest_argv(
     dir: &Path,
     run_id: &str,
 ) -> Result<Vec<String>, DrillError> {
-    use crate::images::job::{self, JobParams};
+    use gt_images::job::{self, JobParams};
     let initrd = dir.join("initrd.cpio");
     let archive = job::archive(&JobParams {
         run_id,

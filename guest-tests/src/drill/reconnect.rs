@@ -20,9 +20,9 @@ use super::EARLY_CRASH_RETRIES;
 use super::{
     fresh_dir, guest_argv, load_suite, until_disk_report, DiskReport, DrillError, ProcUse, Rig,
 };
-use crate::launch::process::Guarded;
-use crate::launch::restart::ReconnectResult;
-use crate::launch::{backend, qemu};
+use gt_launch::process::Guarded;
+use gt_launch::restart::ReconnectResult;
+use gt_launch::{backend, qemu};
 
 /// How long one guest may take to report its disk.
 pub const READY_LIMIT: Duration = Duration::from_secs(120);

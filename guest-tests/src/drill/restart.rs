@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use super::{
     check, console_tail, load_suite, restarts_of, Boot, DrillError, Rig, EARLY_CRASH_RETRIES,
 };
-use crate::launch::restart::{memory_flat, RestartRecord, RestartResult, FDS_SPREAD};
 use crate::matrix;
-use crate::results::RunResult;
-use crate::suite::Device;
+use gt_launch::restart::{memory_flat, RestartRecord, RestartResult, FDS_SPREAD};
+use gt_results::results::RunResult;
+use gt_suite::Device;
 
 /// One restart drill.
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ pub fn run(rig: &Rig, d: &RestartDrill) -> Result<RestartOutcome, DrillError> {
             failures,
         });
     };
-    let recs = crate::launch::restart::read_records(dir);
+    let recs = gt_launch::restart::read_records(dir);
     let killed: Vec<&RestartRecord> = recs.iter().filter(|r| r.killed).collect();
     check_kills(&recs, kills, dir, &mut failures);
     let resubmitted: Vec<u64> = killed.iter().map(|r| r.resubmitted.unwrap_or(0)).collect();

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use super::EARLY_CRASH_RETRIES;
 use super::{check, fresh_dir, guest_argv, load_suite, until_disk_report, DiskReport};
 use super::{DrillError, Rig};
-use crate::launch::backend;
-use crate::launch::process::Guarded;
+use gt_launch::backend;
+use gt_launch::process::Guarded;
 
 /// The record's prefix on `lab drill sandbox`'s standard output.
 pub const SANDBOX_PREFIX: &str = "SANDBOX-RESULT ";

@@ -10,9 +10,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{Design, MatrixError};
-pub use crate::compare::sequential::SequentialRecord;
-use crate::launch::qemu::Accel;
-use crate::results::RunStatus;
+pub use gt_compare::sequential::SequentialRecord;
+use gt_launch::qemu::Accel;
+use gt_results::results::RunStatus;
 
 /// One planned run of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,11 +4,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{ensure_kernels, execute, resolve_accel, with_extra_args, MatrixError};
-use crate::images::ImageOptions;
-use crate::launch::rerun_file::RerunInfo;
-use crate::launch::RunSpec;
-use crate::results::RunResult;
-use crate::suite::Suite;
+use gt_images::ImageOptions;
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::RunSpec;
+use gt_results::results::RunResult;
+use gt_suite::Suite;
 
 /// Repeats the run described by `results.json` (and the `rerun.json` beside it) into `out`.
 pub fn rerun(

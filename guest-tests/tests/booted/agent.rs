@@ -1,6 +1,6 @@
 //! Boots a real kernel variant under QEMU TCG with the base initramfs + a job archive against
 //! QEMU's built-in virtio-blk and virtio-scsi devices (8 queues each), and checks the agent's
-//! artefacts with `guest_tests::agent::parse_stream`.
+//! artefacts with `gt_launch::agent::parse_stream`.
 //!
 //! Slow (about a minute per boot under TCG), so it is ignored by plain `cargo test`;
 //! `VB_BOOT_VARIANT` picks the kernel (default `debian-rt`), `VB_BOOT_DEVICES` the devices
@@ -12,12 +12,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use guest_tests::agent::{parse_stream, Artifact};
+use gt_images::cpio::Archive;
+use gt_images::{ensure, ImageOptions};
+use gt_launch::agent::{parse_stream, Artifact};
+use gt_launch::qemu::IRQ_TRACE_EVENTS;
+use gt_results::metrics::parse_funcs;
 use guest_tests::executor::STALE_INT3_OOPS;
-use guest_tests::images::cpio::Archive;
-use guest_tests::images::{ensure, ImageOptions};
-use guest_tests::launch::qemu::IRQ_TRACE_EVENTS;
-use guest_tests::metrics::parse_funcs;
 
 const JOB_FIO: &str = "[global]
 filename=${FIO_DISK}

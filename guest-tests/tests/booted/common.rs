@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use gt_launch::qemu::Accel;
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::RunSpec;
+use gt_suite::Suite;
 use guest_tests::drill::{Boot, Rig};
-use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::rerun_file::RerunInfo;
-use guest_tests::launch::RunSpec;
-use guest_tests::suite::Suite;
 
 pub use guest_tests::drill::EARLY_CRASH_RETRIES;
 

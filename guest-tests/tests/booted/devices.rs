@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::one_boot;
+use gt_results::results::RunResult;
+use gt_suite::Suite;
 use guest_tests::matrix;
-use guest_tests::results::RunResult;
-use guest_tests::suite::{self, Suite};
 
 fn run_dir(name: &str) -> PathBuf {
     let d =
@@ -32,7 +32,7 @@ fn boot(
     edit: impl FnOnce(&mut Suite),
 ) -> RunResult {
     let _g = common::one_guest_at_a_time();
-    let mut s = Suite::load(&suite::default_dir(), suite).unwrap();
+    let mut s = Suite::load(&gt_suite::default_dir(), suite).unwrap();
     edit(&mut s);
     let (spec, rerun) = one_boot(
         &s,

@@ -21,9 +21,9 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use guest_tests::launch::placement::Placement;
+use gt_launch::placement::Placement;
+use gt_suite::Suite;
 use guest_tests::matrix;
-use guest_tests::suite::{self, Suite};
 
 const CELL: &str = "q62-c2";
 
@@ -42,7 +42,7 @@ fn boot_with_shape(
     dir: &Path,
     timeout: Option<Duration>,
     shape: &Shape,
-) -> guest_tests::results::RunResult {
+) -> gt_results::results::RunResult {
     let _ = std::fs::remove_dir_all(dir);
     let run_id = format!("e2e-{}", s.name);
     let (spec, rerun) = common::one_boot(
@@ -87,7 +87,7 @@ const CONTENTION_BOOTS: usize = 3;
 #[test]
 #[ignore = "boots a guest: ci/test.sh runs these (--ignored)"]
 fn many_hctx_guest_meets_the_queue_lock_on_the_base_kernel() {
-    let s = Suite::load(&suite::default_dir(), "seed000-scale").unwrap();
+    let s = Suite::load(&gt_suite::default_dir(), "seed000-scale").unwrap();
     let mut seen = Vec::new();
     for boot in 1..=CONTENTION_BOOTS {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -125,7 +125,7 @@ fn one_scale_boot(s: &Suite, dir: &Path) -> f64 {
         assert_eq!(opts["cpus_allowed"], "0-1", "{step}: {opts}");
     }
     // Placement and host slice recorded (launch/placement.rs).
-    let host = guest_tests::launch::cpu::allowed_cpus();
+    let host = gt_launch::cpu::allowed_cpus();
     let want = Placement::plan(&host, 2, None).vcpus_per_core();
     assert_eq!(r.metric("harness.running_vcpus_per_core"), Some(want));
     assert!(r.metric("harness.host_slice_ms").is_some_and(|v| v > 0.0));
@@ -162,7 +162,7 @@ fn one_scale_boot(s: &Suite, dir: &Path) -> f64 {
 /// vhost-user-backend's threads, 64 and 127 on vhost-blk's own) and none on the other 124.
 /// `VB_QEMU` picks the QEMU (the system's 7.2 by default).
 fn a_128_queue_disk(suite_name: &str, first_request_vring: usize) {
-    let s = Suite::load(&suite::default_dir(), suite_name).unwrap();
+    let s = Suite::load(&gt_suite::default_dir(), suite_name).unwrap();
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{suite_name}-{}", std::process::id()));
     let shape = Shape {
@@ -197,10 +197,9 @@ fn a_128_queue_disk(suite_name: &str, first_request_vring: usize) {
         "one job per CPU"
     );
 
-    let stats: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(guest_tests::launch::backend::stats_file(&dir)).unwrap(),
-    )
-    .unwrap();
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(gt_launch::backend::stats_file(&dir)).unwrap())
+            .unwrap();
     let queues = stats["queues"].as_array().unwrap();
     assert_eq!(queues.len(), first_request_vring + 128);
     let driven = [0, 1, 64, 127].map(|q| first_request_vring + q);

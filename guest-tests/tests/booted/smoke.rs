@@ -1,4 +1,4 @@
-//! Booted-guest end-to-end tests: real kernel (`images::ensure("debian-rt")`), real QEMU (TCG
+//! Booted-guest end-to-end tests: real kernel (`gt_images::ensure("debian-rt")`), real QEMU (TCG
 //! unless `VB_ACCEL` says otherwise), real fio in the guest, real backends.
 //!
 //! They fail (never skip) when no image can be built. The boots are serialised: two TCG guests
@@ -9,20 +9,20 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use guest_tests::images::{self, ImageOptions, KernelImage};
-use guest_tests::launch::accel::AccelChoice;
-use guest_tests::launch::qemu::Accel;
-use guest_tests::launch::rerun_file::RerunInfo;
-use guest_tests::launch::settings::{BootSettings, HostSetup};
-use guest_tests::launch::RunSpec;
+use gt_images::{ImageOptions, KernelImage};
+use gt_launch::accel::AccelChoice;
+use gt_launch::qemu::Accel;
+use gt_launch::rerun_file::RerunInfo;
+use gt_launch::settings::{BootSettings, HostSetup};
+use gt_launch::RunSpec;
+use gt_results::results::{RunResult, RunStatus};
+use gt_suite::Suite;
 use guest_tests::matrix::{self, MatrixConfig};
-use guest_tests::results::{RunResult, RunStatus};
-use guest_tests::suite::{self, Suite};
 
 use common::KERNEL;
 
 fn kernel() -> KernelImage {
-    match images::ensure(KERNEL, &ImageOptions::default()) {
+    match gt_images::ensure(KERNEL, &ImageOptions::default()) {
         Ok(k) => k,
         Err(e) => panic!(
             "booted tests need the '{KERNEL}' image and it is not available: {e}\n\
@@ -32,7 +32,7 @@ fn kernel() -> KernelImage {
 }
 
 fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
-    let suite = Suite::load(&suite::default_dir(), suite).unwrap();
+    let suite = Suite::load(&gt_suite::default_dir(), suite).unwrap();
     common::one_boot(
         &suite,
         None,
@@ -153,9 +153,9 @@ fn smoke_on_builtin_virtio_scsi() {
 fn smoke_on_vhost_blk() {
     let bin = std::env::var_os("VB_BACKEND_BIN")
         .map(PathBuf::from)
-        .or_else(guest_tests::launch::backend::default_vhost_blk)
+        .or_else(gt_launch::backend::default_vhost_blk)
         .expect("no vhost-blk binary: `cargo build -p vhost-blk` or set VB_BACKEND_BIN");
-    let version = guest_tests::launch::backend::version(&bin.display().to_string());
+    let version = gt_launch::backend::version(&bin.display().to_string());
     assert!(
         version.starts_with("vhost-blk"),
         "{} is not a working vhost-blk (--version: {version}); `cargo build -p vhost-blk`",
@@ -164,7 +164,7 @@ fn smoke_on_vhost_blk() {
     let in_tree = bin
         .canonicalize()
         .unwrap()
-        .starts_with(guest_tests::paths::repo_root().canonicalize().unwrap());
+        .starts_with(gt_suite::paths::repo_root().canonicalize().unwrap());
     let r = check_smoke_with("smoke", Some(bin));
     assert_eq!(r.provenance.backend.name, "vhost-blk");
     assert!(r.provenance.backend.version.starts_with("vhost-blk"));
@@ -184,7 +184,7 @@ fn hang_times_out_and_matrix_goes_on() {
     let out = keep_dir("timeout-matrix");
     let cfg = MatrixConfig {
         boot: BootSettings {
-            suite: Suite::load(&suite::default_dir(), "smoke-builtin-scsi").unwrap(),
+            suite: Suite::load(&gt_suite::default_dir(), "smoke-builtin-scsi").unwrap(),
             accel: match common::accel() {
                 Accel::Kvm => AccelChoice::Kvm,
                 Accel::Tcg => AccelChoice::Tcg,
@@ -192,7 +192,7 @@ fn hang_times_out_and_matrix_goes_on() {
             // Far too short to boot: the guest is still running when the timeout hits.
             timeout: Duration::from_millis(1500),
             host: HostSetup {
-                bios: suite::Bios::Qboot,
+                bios: gt_suite::Bios::Qboot,
                 backend_bin: None,
                 qemu_bin: PathBuf::from("qemu-system-x86_64"),
                 pin_vcpus: true,
@@ -246,11 +246,11 @@ fn backend_start_failure_is_retried_and_kept() {
     let out = keep_dir("bad-backend");
     let cfg = MatrixConfig {
         boot: BootSettings {
-            suite: Suite::load(&suite::default_dir(), "smoke").unwrap(),
+            suite: Suite::load(&gt_suite::default_dir(), "smoke").unwrap(),
             accel: AccelChoice::Tcg,
             timeout: Duration::from_secs(30),
             host: HostSetup {
-                bios: suite::Bios::Qboot,
+                bios: gt_suite::Bios::Qboot,
                 backend_bin: Some(PathBuf::from("/bin/false")),
                 qemu_bin: PathBuf::from("qemu-system-x86_64"),
                 pin_vcpus: true,
@@ -294,13 +294,12 @@ fn accel_auto_probes_once_and_caches() {
     let k = kernel();
     let cache = tempfile_dir("accel-cache");
     let q = Path::new("qemu-system-x86_64");
-    let v = guest_tests::launch::qemu::version(q).unwrap();
+    let v = gt_launch::qemu::version(q).unwrap();
     let t = std::time::Instant::now();
-    let a =
-        guest_tests::launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
+    let a = gt_launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
     let first = t.elapsed();
     assert!(
-        first < guest_tests::launch::accel::PROBE_LIMIT + Duration::from_secs(5),
+        first < gt_launch::accel::PROBE_LIMIT + Duration::from_secs(5),
         "{first:?}"
     );
     let files: Vec<_> = std::fs::read_dir(cache.join("accel"))
@@ -313,8 +312,7 @@ fn accel_auto_probes_once_and_caches() {
         a.as_str()
     );
     let t = std::time::Instant::now();
-    let b =
-        guest_tests::launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
+    let b = gt_launch::accel::resolve(AccelChoice::Auto, q, &v, "host-x", &k.bzimage, &cache);
     assert_eq!(a, b);
     assert!(t.elapsed() < Duration::from_millis(100));
     eprintln!("accel auto -> {} (probe {first:?})", a.as_str());

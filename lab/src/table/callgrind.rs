@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use vhost_blk::stats::DeviceStats;
+use vhost_blk_stats::DeviceStats;
 
 use super::{load, read_opt, Names, TableError};
 use gt_report::pyfmt::fixed;

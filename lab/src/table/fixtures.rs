@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use vhost_blk::stats::LatencySummary;
 use vhost_blk_bench::args::{Client, Device};
 use vhost_blk_bench::report::{QueueReport, Report};
+use vhost_blk_stats::LatencySummary;
 
 pub(crate) fn lat(p50: f64, p99: f64) -> LatencySummary {
     LatencySummary {
@@ -66,10 +66,10 @@ pub(crate) fn write_report(dir: &Path, name: &str, r: &Report) {
 /// A backend stats file `name` in `dir` whose queues completed `per_queue` requests each; its
 /// total says 1, which no table reads (they sum the queues).
 pub(crate) fn stats_file(dir: &Path, name: &str, per_queue: &[u64]) {
-    let queues: Vec<vhost_blk::stats::QueueStats> = (0..per_queue.len())
-        .map(|i| vhost_blk::stats::QueueStats::new(i as u16, &["read"]))
+    let queues: Vec<vhost_blk_stats::QueueStats> = (0..per_queue.len())
+        .map(|i| vhost_blk_stats::QueueStats::new(i as u16, &["read"]))
         .collect();
-    let mut s = vhost_blk::stats::DeviceStats::collect(None, &queues);
+    let mut s = vhost_blk_stats::DeviceStats::collect(None, &queues);
     for (q, &n) in s.queues.iter_mut().zip(per_queue) {
         q.completions = n;
     }

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use vhost_blk::stats::DeviceStats;
+use vhost_blk_stats::DeviceStats;
 
 use super::cyclictest::{self, int, Figures};
 use super::{load, median, read_opt, TableError};

@@ -6,7 +6,7 @@
 //!
 //! 1. Every JSON file is read through the type that writes it: the bench's `--json` through
 //!    [`vhost_blk_bench::report::Report`], the backend's `--stats-file` through
-//!    [`vhost_blk::stats::DeviceStats`]; cyclictest's histograms through [`cyclictest`]; perf's
+//!    [`vhost_blk_stats::DeviceStats`]; cyclictest's histograms through [`cyclictest`]; perf's
 //!    and callgrind's text by the rules of [`syscalls`] and [`callgrind`].
 //! 2. A file a run may lack (a tool not installed, a failed run) is absent, not an error: its row
 //!    is left out or its figure shown as `-`. A file that exists but does not parse, or lacks a

@@ -45,7 +45,7 @@ mod tests {
     use super::super::cdb::*;
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
-    use crate::storage::StorageSpec;
+    use vhost_blk_storage::StorageSpec;
 
     fn rc16(alloc: u32) -> Vec<u8> {
         let mut c = cdb(SERVICE_ACTION_IN_16, 16);

@@ -147,7 +147,7 @@ mod tests {
     use super::super::cdb::{be32, be64, INQUIRY};
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
-    use crate::storage::StorageSpec;
+    use vhost_blk_storage::StorageSpec;
 
     fn inq(evpd: bool, page: u8, alloc: u16) -> Vec<u8> {
         let mut c = cdb(INQUIRY, 6);

@@ -5,7 +5,7 @@
 
 use smallvec::SmallVec;
 
-use crate::storage::{IoBuf, Storage, StorageError};
+use vhost_blk_storage::{IoBuf, Storage, StorageError};
 
 /// Slices kept inline (no allocation) when a command uses part of the buffers.
 pub(crate) const INLINE_SLICES: usize = 8;
@@ -134,7 +134,7 @@ pub(crate) fn prefix<'b>(bufs: &[IoBuf<'b>], len: usize) -> SmallVec<[IoBuf<'b>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::NullStorage;
+    use vhost_blk_storage::NullStorage;
 
     #[test]
     fn put_truncates_to_allocation_and_buffers() {

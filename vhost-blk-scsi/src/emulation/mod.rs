@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::storage::{IoBuf, Storage, StorageError};
+use vhost_blk_storage::{IoBuf, Storage, StorageError};
 
 pub use identity::{
     Identity, IdentityError, LunError, ScanLatency, DEFAULT_PRODUCT, DEFAULT_REVISION,

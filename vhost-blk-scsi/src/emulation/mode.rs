@@ -249,7 +249,7 @@ mod tests {
     use super::super::testutil::*;
     use super::super::{Identity, LunOptions, SenseKey, GOOD};
     use super::*;
-    use crate::storage::StorageSpec;
+    use vhost_blk_storage::StorageSpec;
 
     fn sense6(dbd: bool, pc: u8, page: u8, alloc: u8) -> Vec<u8> {
         let mut c = cdb(MODE_SENSE_6, 6);
@@ -357,8 +357,8 @@ mod tests {
 
     #[test]
     fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
-        use crate::storage::probe::ProbeStorage;
         use std::sync::Arc;
+        use vhost_blk_storage::probe::ProbeStorage;
         // A WRITE on another queue lands inside the flush of MODE SELECT WCE=0 (the probe runs
         // it when that flush starts). It must then run write-through itself: with the flush
         // before the store, it read WCE=1 and completed with no flush after it.

@@ -118,7 +118,7 @@ mod tests {
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
     use super::*;
-    use crate::storage::StorageSpec;
+    use vhost_blk_storage::StorageSpec;
 
     fn read(t: &super::super::Target, lba: u64, blocks: u16) -> Vec<u8> {
         let mut c = cdb(READ_10, 10);

@@ -189,8 +189,8 @@ pub(crate) mod tests {
     use super::super::testutil::*;
     use super::super::{LunOptions, SenseKey};
     use super::*;
-    use crate::storage::IoBuf;
-    use crate::storage::StorageSpec;
+    use vhost_blk_storage::IoBuf;
+    use vhost_blk_storage::StorageSpec;
 
     /// A READ or WRITE CDB of the given form (6, 10, 12 or 16).
     pub(crate) fn rw_cdb(write: bool, form: usize, lba: u64, blocks: u32) -> Vec<u8> {

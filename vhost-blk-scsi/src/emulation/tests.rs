@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use super::cdb::*;
 use super::testutil::*;
 use super::*;
-use crate::storage::IoBuf;
+use vhost_blk_storage::IoBuf;
 
 #[test]
 fn unsupported_opcodes_are_invalid_operation_code() {
@@ -249,7 +249,7 @@ fn random_cdbs_never_panic_or_overrun_buffers() {
 fn storage_failure_is_medium_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("disk.img");
-    let spec = crate::storage::StorageSpec::File {
+    let spec = vhost_blk_storage::StorageSpec::File {
         path: path.clone(),
         create_size: Some(1 << 20),
         direct: false,
@@ -272,7 +272,7 @@ fn storage_failure_is_medium_error() {
 
 #[test]
 fn write_errors_map_to_sbc_sense_codes() {
-    use crate::storage::StorageError;
+    use vhost_blk_storage::StorageError;
     let io = |n| StorageError::Io(std::io::Error::from_raw_os_error(n));
     let code = |s: Sense| (s.key as u8, s.asc, s.ascq);
     // Out of space: DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT (SBC-4; QEMU's choice).

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::storage::{IoBuf, StorageSpec};
+use vhost_blk_storage::{IoBuf, StorageSpec};
 
 /// A LUN over a RAM disk of `size` bytes.
 pub fn mem_lun(id: u16, size: u64, block_size: u32) -> Lun {
@@ -19,7 +19,7 @@ pub fn mem_lun(id: u16, size: u64, block_size: u32) -> Lun {
 
 /// A LUN over `spec` with `options`.
 pub fn lun_with(id: u16, spec: StorageSpec, options: LunOptions) -> Lun {
-    let storage: Arc<dyn crate::storage::Storage> = spec.open().unwrap();
+    let storage: Arc<dyn vhost_blk_storage::Storage> = spec.open().unwrap();
     Lun::new(id, storage, options, Identity::default_for(0, id)).unwrap()
 }
 

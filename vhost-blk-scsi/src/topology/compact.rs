@@ -27,8 +27,8 @@ use std::path::PathBuf;
 
 use super::{LunConfig, TargetConfig, TopologyConfig, TopologyError};
 use crate::emulation::MAX_TARGET_ID;
-use crate::storage::StorageSpec;
-use crate::units::{self, Zero};
+use vhost_blk_storage::StorageSpec;
+use vhost_blk_units::Zero;
 
 /// The most LUNs `targets=` x `luns=` may replicate (256 targets of 64 LUNs; found by the
 /// config fuzzer: `targets=4566,luns=2456` built 11 million LUN settings before anything
@@ -39,14 +39,14 @@ fn err(msg: impl Into<String>) -> TopologyError {
     TopologyError::Parse(msg.into())
 }
 
-/// A storage size (zero is refused), see [`crate::units`].
+/// A storage size (zero is refused), see [`vhost_blk_units`].
 fn parse_size(s: &str) -> Result<u64, TopologyError> {
-    units::parse_size(s, Zero::Rejected).map_err(|e| err(e.to_string()))
+    vhost_blk_units::parse_size(s, Zero::Rejected).map_err(|e| err(e.to_string()))
 }
 
-/// A scan latency in microseconds (zero allowed), see [`crate::units`].
+/// A scan latency in microseconds (zero allowed), see [`vhost_blk_units`].
 fn parse_duration_us(s: &str) -> Result<u64, TopologyError> {
-    units::parse_duration_ns(s, Zero::Allowed)
+    vhost_blk_units::parse_duration_ns(s, Zero::Allowed)
         .map(|ns| ns / 1_000)
         .map_err(|e| err(e.to_string()))
 }

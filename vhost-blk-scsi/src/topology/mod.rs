@@ -14,7 +14,7 @@ use crate::emulation::{
     AbsentQualifier, Identity, IdentityError, Lun, LunError, LunOptions, ScanLatency, Target,
     Topology, MAX_LUN_ID, MAX_TARGET_ID,
 };
-use crate::storage::{StorageError, StorageSpec};
+use vhost_blk_storage::{StorageError, StorageSpec};
 
 /// Identity fields to override; unset fields keep the default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use vhost_blk::blk::{BlkOptions, BlkPersonality};
 use vhost_blk::device::Personality;
-use vhost_blk::storage::{FileStorage, Storage};
 use vhost_blk_fuzz::*;
+use vhost_blk_storage::{FileStorage, Storage};
 
 fn personality() -> &'static BlkPersonality {
     static P: OnceLock<BlkPersonality> = OnceLock::new();

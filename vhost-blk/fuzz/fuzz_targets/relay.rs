@@ -41,12 +41,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use vhost_blk::blk::{BlkKind, BlkOptions, BlkPersonality};
-use vhost_blk::completion::CompletionModel;
 use vhost_blk::daemon::relay::Relay;
 use vhost_blk::device::{BackendOptions, DeviceBackend, InflightArea, RequestKind};
-use vhost_blk::stats::QueueStats;
-use vhost_blk::storage::NullStorage;
+use vhost_blk_completion::CompletionModel;
 use vhost_blk_fuzz::Input;
+use vhost_blk_stats::QueueStats;
+use vhost_blk_storage::NullStorage;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;

@@ -8,11 +8,11 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use vhost_blk::scsi::emulation::{
+use vhost_blk_fuzz::Input;
+use vhost_blk_scsi::emulation::{
     Identity, Lun, LunOptions, ScanLatency, Target, CHECK_CONDITION, GOOD,
 };
-use vhost_blk::storage::{IoBuf, Storage, StorageSpec};
-use vhost_blk_fuzz::Input;
+use vhost_blk_storage::{IoBuf, Storage, StorageSpec};
 
 fn target() -> &'static Target {
     static T: OnceLock<Target> = OnceLock::new();

@@ -10,10 +10,10 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use vhost_blk::device::Personality;
 use vhost_blk::scsi::config_space::{CDB_SIZE_OFFSET, SENSE_SIZE_OFFSET};
-use vhost_blk::scsi::emulation::Topology;
-use vhost_blk::scsi::topology::compact::parse_topology;
 use vhost_blk::scsi::{ScsiOptions, ScsiPersonality};
 use vhost_blk_fuzz::*;
+use vhost_blk_scsi::emulation::Topology;
+use vhost_blk_scsi::topology::compact::parse_topology;
 
 fn personality() -> &'static ScsiPersonality {
     static P: OnceLock<ScsiPersonality> = OnceLock::new();

@@ -15,7 +15,7 @@ pub use config_space::{BlkConfigSpace, CONFIG_LEN, WRITEBACK_OFFSET};
 pub use request::{BlkKind, BlkStatus, DiscardSegment, RequestHeader, DISCARD_SEG_LEN, HEADER_LEN};
 
 use crate::device::{ChainLimits, StateRegion};
-use crate::storage::Storage;
+use vhost_blk_storage::Storage;
 
 /// Largest data payload of one request: seg_max segments of size_max bytes.
 pub const SIZE_MAX: u32 = 1 << 20;

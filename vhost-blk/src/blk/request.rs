@@ -12,8 +12,8 @@ use vm_memory::ByteValued;
 
 use super::{BlkPersonality, ID_LEN, MAX_DISCARD_SECTORS, MAX_DISCARD_SEG};
 use crate::device::{load_chain, Chain, GuestBufs, Outcome, RequestKind};
-use crate::storage::StorageError;
 use smallvec::SmallVec;
+use vhost_blk_storage::StorageError;
 
 /// Length of `struct virtio_blk_outhdr`.
 pub const HEADER_LEN: usize = size_of::<virtio_blk_outhdr>();

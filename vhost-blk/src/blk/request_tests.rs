@@ -1,7 +1,7 @@
 use super::*;
 use crate::blk::BlkOptions;
-use crate::storage::{FileStorage, Storage};
 use std::sync::Arc;
+use vhost_blk_storage::{FileStorage, Storage};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 const F_WRITE: u16 = 2;
@@ -211,8 +211,8 @@ fn chain_without_status_byte_is_returned_unused() {
 #[test]
 fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
     use crate::device::Personality;
-    use crate::storage::probe::ProbeStorage;
     use std::sync::Mutex;
+    use vhost_blk_storage::probe::ProbeStorage;
     // A write on another queue lands inside the flush of the guest's switch to write-through
     // (the probe runs it when that flush starts). With the flush before the store it read
     // write-back and completed with no flush after it: acknowledged, not durable, after the
@@ -259,7 +259,7 @@ fn a_write_racing_with_the_switch_to_write_through_is_flushed() {
 #[test]
 fn a_reset_back_to_write_through_flushes_what_write_back_completed() {
     use crate::device::Personality;
-    use crate::storage::probe::ProbeStorage;
+    use vhost_blk_storage::probe::ProbeStorage;
     // Configured --writethrough; the guest switched to write-back and wrote. After a device
     // reset the disk is write-through again and the guest sends no FLUSH for that write.
     let probe = ProbeStorage::new(1 << 20).unwrap();

@@ -4,8 +4,8 @@
 
 use clap::Args;
 
-use crate::completion::model::parse_dist;
-use crate::completion::{
+use vhost_blk_completion::model::parse_dist;
+use vhost_blk_completion::{
     parse_duration_ns, Coalesce, CompletionModel, Distribution, ModelError, PerfMode,
     VectorOverride,
 };

@@ -4,7 +4,7 @@
 //! serde from the TOML file; [`Args`] adds the command-line-only flags and the completion
 //! options ([`completion`]). [`Config::try_from`] merges them (command line wins) and validates
 //! everything, so a bad setting is reported as one line before anything is created, opened or
-//! deleted. Sizes and durations are parsed by [`crate::units`].
+//! deleted. Sizes and durations are parsed by [`vhost_blk_units`].
 
 use std::path::{Path, PathBuf};
 
@@ -17,12 +17,12 @@ mod options;
 pub use completion::CompletionArgs;
 pub use options::{Args, Options, TopologySetting};
 
-use crate::completion::CompletionModel;
 use crate::device::MAX_VRINGS;
-use crate::scsi::topology::compact::parse_topology;
-use crate::scsi::topology::TopologyConfig;
-use crate::storage::StorageSpec;
-use crate::units::{self, Zero};
+use vhost_blk_completion::CompletionModel;
+use vhost_blk_scsi::topology::compact::parse_topology;
+use vhost_blk_scsi::topology::TopologyConfig;
+use vhost_blk_storage::StorageSpec;
+use vhost_blk_units::Zero;
 
 /// Settings errors. Each renders as one line; `main` exits with code 2.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub enum ConfigError {
     MissingStorage,
     #[error("give only one of --image, --null, --null-untouched and --mem")]
     ConflictingStorage,
-    /// A size or duration that does not parse (see [`crate::units`]).
+    /// A size or duration that does not parse (see [`vhost_blk_units`]).
     #[error("{0}")]
     Unit(String),
     #[error("{what} must be {expected}, got {got}")]
@@ -92,7 +92,7 @@ pub enum TestFaultArg {
     EarlyAck,
 }
 
-impl From<TestFaultArg> for crate::storage::TestFault {
+impl From<TestFaultArg> for vhost_blk_storage::TestFault {
     fn from(f: TestFaultArg) -> Self {
         match f {
             TestFaultArg::NoFlush => Self::NoFlush,
@@ -164,15 +164,15 @@ pub struct Config {
     /// The image's syscall trace (`--syscall-trace`; only with `--image`).
     pub syscall_trace: Option<PathBuf>,
     /// A deliberately broken image (`--test-fault`; debug builds, `--image` only).
-    pub test_fault: Option<crate::storage::TestFault>,
+    pub test_fault: Option<vhost_blk_storage::TestFault>,
     /// Confine the running backend (`--sandbox`, on unless `off`).
     pub sandbox: bool,
 }
 
 impl Config {
     /// What the image is opened with beyond its spec.
-    pub fn instruments(&self) -> crate::storage::Instruments {
-        crate::storage::Instruments {
+    pub fn instruments(&self) -> vhost_blk_storage::Instruments {
+        vhost_blk_storage::Instruments {
             write_log: self.write_log.clone(),
             syscall_trace: self.syscall_trace.clone(),
             test_fault: self.test_fault,
@@ -183,9 +183,9 @@ impl Config {
 /// Default serial: recognisable in the guest's sysfs.
 pub const DEFAULT_SERIAL: &str = "VHOSTBLK-0001";
 
-/// A storage size (zero is refused), see [`crate::units`].
+/// A storage size (zero is refused), see [`vhost_blk_units`].
 pub fn parse_size(s: &str) -> Result<u64, ConfigError> {
-    units::parse_size(s, Zero::Rejected).map_err(|e| ConfigError::Unit(e.to_string()))
+    vhost_blk_units::parse_size(s, Zero::Rejected).map_err(|e| ConfigError::Unit(e.to_string()))
 }
 
 fn in_range(
@@ -384,7 +384,7 @@ fn side_file(
 fn test_fault(
     o: &Options,
     storage: Option<&StorageSpec>,
-) -> Result<Option<crate::storage::TestFault>, ConfigError> {
+) -> Result<Option<vhost_blk_storage::TestFault>, ConfigError> {
     let Some(f) = o.test_fault else {
         return Ok(None);
     };

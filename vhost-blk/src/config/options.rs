@@ -8,8 +8,8 @@ use clap::Parser;
 use serde::Deserialize;
 
 use super::{CompletionArgs, ConfigError, DeviceKind, SandboxMode};
-use crate::completion::CompletionModel;
-use crate::scsi::topology::TopologyConfig;
+use vhost_blk_completion::CompletionModel;
+use vhost_blk_scsi::topology::TopologyConfig;
 
 /// `[topology]` in the settings file (a table, or a string in the compact form), or
 /// `--topology` on the command line (the compact form).

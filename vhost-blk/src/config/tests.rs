@@ -427,7 +427,7 @@ fn syscall_trace_and_test_fault_are_kept_and_release_builds_refuse_the_fault() {
     let r = Config::try_from(args(&with_fault));
     if cfg!(debug_assertions) {
         let c = r.unwrap();
-        assert_eq!(c.test_fault, Some(crate::storage::TestFault::EarlyAck));
+        assert_eq!(c.test_fault, Some(vhost_blk_storage::TestFault::EarlyAck));
     } else {
         assert!(matches!(r, Err(ConfigError::TestFaultInRelease)), "{r:?}");
     }

@@ -19,7 +19,7 @@
 //!    a holder that panicked left nothing half written, and the signal thread must still be
 //!    able to stop the daemon.
 //! 4. Once everything start-up opens is open and the socket is bound, and before the signal
-//!    thread or any connection's thread exists, the process confines itself ([`sandbox`];
+//!    thread or any connection's thread exists, the process confines itself ([`vhost_blk_sandbox`];
 //!    `--sandbox off` for debugging); each thread kind enters its own filter where its job
 //!    starts (docs/sandbox.md).
 
@@ -42,11 +42,11 @@ use crate::blk::{BlkOptions, BlkPersonality};
 use crate::config::{Config, DeviceKind};
 use crate::device::workers::OwnWorkers;
 use crate::device::{BackendOptions, DeviceBackend, Personality, RequestKind, SharedStats};
-use crate::sandbox::{self, SandboxError, ThreadKind};
-use crate::scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
 use crate::scsi::{ScsiOptions, ScsiPersonality};
-use crate::stats::{DeviceStats, QueueStats, RequestNames, StatsExporter};
-use crate::storage::StorageError;
+use vhost_blk_sandbox::{SandboxError, ThreadKind};
+use vhost_blk_scsi::emulation::{Identity, Lun, LunOptions, ScanLatency, Target, Topology};
+use vhost_blk_stats::{DeviceStats, QueueStats, RequestNames, StatsExporter};
+use vhost_blk_storage::StorageError;
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +164,7 @@ fn spawn_signal_thread(
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            sandbox::enter(ThreadKind::Signals);
+            vhost_blk_sandbox::enter(ThreadKind::Signals);
             loop {
                 let mut sig: libc::c_int = 0;
                 // SAFETY: `set` is an initialised signal set and `sig` a valid out-pointer
@@ -374,18 +374,21 @@ fn serve<P: Personality>(
 /// start-up is open and no other thread runs yet (sandbox, rule 1).
 fn confine(config: &Config) -> Result<(), DaemonError> {
     if config.sandbox {
-        let paths = sandbox::Paths {
-            socket_dir: sandbox::parent_dir(&config.socket_path),
-            stats_dir: config.stats_file.as_deref().map(sandbox::parent_dir),
+        let paths = vhost_blk_sandbox::Paths {
+            socket_dir: vhost_blk_sandbox::parent_dir(&config.socket_path),
+            stats_dir: config
+                .stats_file
+                .as_deref()
+                .map(vhost_blk_sandbox::parent_dir),
         };
-        let report = sandbox::confine(&paths)?;
+        let report = vhost_blk_sandbox::confine(&paths)?;
         tracing::info!("sandbox: seccomp per thread kind; {}", report.landlock);
     } else {
-        sandbox::no_new_privs()
+        vhost_blk_sandbox::no_new_privs()
             .map_err(|e| DaemonError::Other(format!("PR_SET_NO_NEW_PRIVS: {e}")))?;
         tracing::warn!("sandbox off (--sandbox off): no seccomp filter and no Landlock; no new privileges only");
     }
-    sandbox::enter(ThreadKind::Main);
+    vhost_blk_sandbox::enter(ThreadKind::Main);
     Ok(())
 }
 

@@ -233,7 +233,7 @@ impl Relay {
             std::thread::Builder::new()
                 .name("vu-relay-in".into())
                 .spawn(move || {
-                    crate::sandbox::enter(crate::sandbox::ThreadKind::Relay);
+                    vhost_blk_sandbox::enter(vhost_blk_sandbox::ThreadKind::Relay);
                     let mut s = State {
                         device,
                         max_queue_size,
@@ -253,7 +253,7 @@ impl Relay {
         let to_front = std::thread::Builder::new()
             .name("vu-relay-out".into())
             .spawn(move || {
-                crate::sandbox::enter(crate::sandbox::ThreadKind::Relay);
+                vhost_blk_sandbox::enter(vhost_blk_sandbox::ThreadKind::Relay);
                 let r = (|| -> io::Result<()> {
                     while let Some(m) = read_msg(&back_r)? {
                         let is_reply = m.flags & VhostUserHeaderFlag::REPLY.bits() != 0;

@@ -39,7 +39,7 @@ use super::personality::{Outcome, Personality, RequestKind};
 use super::queue::{GuestMem, QueueState, SharedStats, Vring, BATCH};
 use super::resubmit::{within_guest_ram, Scratch};
 use super::workers::{OwnThread, OwnWorkers, ThreadPlan, CRATE_VRINGS};
-use crate::completion::CompletionModel;
+use vhost_blk_completion::CompletionModel;
 
 // The `VhostUserBackend` trait's methods (what vhost-user-backend calls), over the state and
 // the worker turns of this file: a child module, so it reaches their private parts.

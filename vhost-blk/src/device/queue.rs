@@ -23,8 +23,10 @@ use vm_memory::GuestMemoryAtomic;
 
 use super::chain::GuestMemoryMmapT;
 use super::inflight::{QueueRegion, Recovery, Tracker};
-use crate::completion::{now_ns, CompletionModel, DeadlineTimer, EngineSink, Poll, VectorEngine};
-use crate::stats::QueueStats;
+use vhost_blk_completion::{
+    now_ns, CompletionModel, DeadlineTimer, EngineSink, Poll, VectorEngine,
+};
+use vhost_blk_stats::QueueStats;
 
 /// Guest memory shared with the vhost-user handler.
 pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmapT>;

@@ -315,7 +315,7 @@ impl OwnWorkers {
             let h = std::thread::Builder::new()
                 .name(format!("vring_own_{}", t.id))
                 .spawn(move || {
-                    crate::sandbox::enter(crate::sandbox::ThreadKind::Worker);
+                    vhost_blk_sandbox::enter(vhost_blk_sandbox::ThreadKind::Worker);
                     body(&t2)
                 })?;
             me.threads.push((t.clone(), Some(h)));

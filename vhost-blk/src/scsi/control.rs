@@ -13,9 +13,9 @@ use std::mem::size_of;
 use virtio_bindings::virtio_scsi::*;
 use vm_memory::ByteValued;
 
-use super::emulation::{decode_virtio_lun, Topology};
 use super::virtio::ScsiKind;
 use crate::device::{load_chain, Chain, ChainLimits, GuestBufs, Outcome};
+use vhost_blk_scsi::emulation::{decode_virtio_lun, Topology};
 
 /// `virtio_scsi_ctrl_tmf_req`: type, subtype, `lun[8]`, id.
 pub const TMF_REQ_LEN: usize = size_of::<virtio_scsi_ctrl_tmf_req>();
@@ -147,8 +147,8 @@ fn an(topology: &Topology, bufs: &GuestBufs<'_>) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scsi::emulation::encode_virtio_lun;
     use crate::scsi::tests::{mem, personality, run, F_WRITE, REQ, RESP};
+    use vhost_blk_scsi::emulation::encode_virtio_lun;
     use vm_memory::{Bytes, GuestAddress};
 
     fn tmf_req(subtype: u32, lun: [u8; 8]) -> Vec<u8> {

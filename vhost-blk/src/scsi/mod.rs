@@ -1,8 +1,8 @@
 //! The virtio-scsi personality.
 //!
-//! [`emulation`] is a SCSI target layer that knows nothing of virtio: it takes a CDB and plain
+//! [`vhost_blk_scsi::emulation`] is a SCSI target layer that knows nothing of virtio: it takes a CDB and plain
 //! buffers and returns a SCSI status, sense data and the number of bytes transferred.
-//! [`topology`] holds the settings of targets and LUNs (TOML and the compact `--topology`
+//! [`vhost_blk_scsi::topology`] holds the settings of targets and LUNs (TOML and the compact `--topology`
 //! form) and builds an emulation topology from them.
 //! [`virtio`] frames it for the request queues (command request/response headers), [`control`]
 //! answers the control queue (task management and asynchronous-notification requests), and
@@ -12,8 +12,6 @@
 //! Dependencies: `personality` -> `virtio`, `control`, `config_space`; `control` -> `virtio`
 //! (its request kind); `virtio`, `control` -> `emulation`; `topology` -> `emulation`. The
 //! emulation layer depends on none of them.
-
-pub use vhost_blk_scsi::{emulation, topology};
 
 pub mod config_space;
 pub mod control;

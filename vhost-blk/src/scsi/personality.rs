@@ -16,10 +16,10 @@ use virtio_bindings::virtio_scsi::*;
 use super::config_space::{
     ScsiConfigSpace, CDB_SIZE_OFFSET, MAX_CDB_SIZE, MAX_SENSE_SIZE, SENSE_SIZE_OFFSET,
 };
-use super::emulation::{Topology, MAX_TRANSFER_BYTES};
 use super::virtio::{CmdContext, ScsiKind};
 use super::{control, virtio};
 use crate::device::{Chain, ChainLimits, Outcome, Personality, StateRegion};
+use vhost_blk_scsi::emulation::{Topology, MAX_TRANSFER_BYTES};
 
 /// The control queue.
 pub const CONTROL_QUEUE: usize = 0;

@@ -7,12 +7,12 @@ use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_scsi::*;
 
 use super::config_space::{CDB_SIZE_OFFSET, SENSE_SIZE_OFFSET};
-use super::emulation::Topology;
 use super::personality::*;
 use super::virtio::*;
 use crate::device::{Outcome, Personality};
-use crate::scsi::emulation::encode_virtio_lun;
-use crate::scsi::topology::compact::parse_topology;
+use vhost_blk_scsi::emulation::encode_virtio_lun;
+use vhost_blk_scsi::emulation::Topology;
+use vhost_blk_scsi::topology::compact::parse_topology;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 pub const F_WRITE: u16 = 2;

@@ -1,4 +1,4 @@
-//! virtio-scsi command framing over the [`emulation`](super::emulation) layer:
+//! virtio-scsi command framing over the [`emulation`](vhost_blk_scsi::emulation) layer:
 //! `virtio_scsi_cmd_req` / `virtio_scsi_cmd_resp` on a request queue, and the request types
 //! the statistics count ([`ScsiKind`]).
 //!
@@ -23,8 +23,8 @@ use virtio_bindings::virtio_scsi::*;
 use vm_memory::ByteValued;
 
 use super::config_space::{MAX_CDB_SIZE, MAX_SENSE_SIZE};
-use super::emulation::{cdb, SenseData, Topology};
 use crate::device::{load_chain, Chain, ChainLimits, GuestBufs, Outcome, RequestKind};
+use vhost_blk_scsi::emulation::{cdb, SenseData, Topology};
 
 /// `virtio_scsi_cmd_req` before the CDB: `lun[8]`, id, task_attr, prio, crn.
 pub const CMD_REQ_FIXED: usize = offset_of!(virtio_scsi_cmd_req, cdb);

@@ -1,6 +1,6 @@
 //! Locks named by their address, not by the function that took them: the guest agent sends the
 //! disk's request_queue address (`## queue`), the kernel's lock offsets (`## offset NAME N`,
-//! from images/probe/lock-offsets.c), the kernel image's range (`## kernel _text|_end ADDR`)
+//! from gt-images/probe/lock-offsets.c), the kernel image's range (`## kernel _text|_end ADDR`)
 //! and, for each contended address inside the image, the nearest data symbol at or below it
 //! (`## sym ADDR SYMADDR NAME`).
 //!

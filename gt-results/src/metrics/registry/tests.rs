@@ -9,7 +9,7 @@ fn fixture() -> RunResult {
     RunResult::from_artifacts(
         RunInfo::default(),
         Provenance::default(),
-        &crate::agent::parse_stream(&fixture_stream()),
+        &gt_launch::agent::parse_stream(&fixture_stream()),
         Timings::default(),
     )
 }

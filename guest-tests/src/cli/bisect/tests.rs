@@ -3,8 +3,8 @@ use crate::cli::{Cli, Cmd};
 use clap::Parser;
 
 fn tree() -> tempfile::TempDir {
-    let d = crate::images::gitsrc::testtree::kernel_tree("good one");
-    let git = |args: &[&str]| crate::images::gitsrc::testtree::git(d.path(), args);
+    let d = gt_images::gitsrc::testtree::kernel_tree("good one");
+    let git = |args: &[&str]| gt_images::gitsrc::testtree::git(d.path(), args);
     git(&["tag", "g"]);
     for i in 0..3 {
         std::fs::write(d.path().join("f.c"), format!("int x = {i};\n")).unwrap();
@@ -120,7 +120,7 @@ fn bad_judge_input_is_one_line_and_creates_nothing() {
         .iter()
         .enumerate()
     {
-        let mut r = crate::compare::fixtures::run(k, None, &[(metric, *v)]);
+        let mut r = gt_compare::fixtures::run(k, None, &[(metric, *v)]);
         r.info.suite = "seed000-lockwait".into();
         r.info.repeat = i as u32;
         r.info.run_dir = refs.path().join(k).join(format!("r{i}"));

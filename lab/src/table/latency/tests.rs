@@ -1,6 +1,6 @@
 use super::*;
 use crate::table::fixtures::{lat, report, write, write_report};
-use vhost_blk::stats::QueueStats;
+use vhost_blk_stats::QueueStats;
 
 /// One target (10 us, fair only), two rounds, a missing round, a run without CPU figures.
 fn fixture(dir: &Path) {

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use replay::{Checker, Log};
-use vhost_blk::storage::writelog::{Kind, LogEnd};
+use vhost_blk_storage::writelog::{Kind, LogEnd};
 
 #[derive(Debug, Parser)]
 #[command(

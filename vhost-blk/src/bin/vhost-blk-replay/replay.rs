@@ -25,7 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vhost_blk::storage::writelog::{Kind, LogEnd, LogHeader, LogReader, Record};
+use vhost_blk_storage::writelog::{Kind, LogEnd, LogHeader, LogReader, Record};
 
 /// One record and its data.
 pub struct Entry {

@@ -24,7 +24,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     fn acked_features(&self, features: u64) {
         // Only vhost-user-backend's handler thread calls this (SET_FEATURES): the first of
         // our code it runs (sandbox, rule 2).
-        crate::sandbox::enter(crate::sandbox::ThreadKind::Handler);
+        vhost_blk_sandbox::enter(vhost_blk_sandbox::ThreadKind::Handler);
         self.acked_features.store(features, Ordering::Relaxed);
         self.personality.acked_features(features);
         if features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() == 0 {
@@ -111,7 +111,7 @@ impl<P: Personality> VhostUserBackend for DeviceBackend<P> {
     ) -> io::Result<()> {
         // A worker's first event is the first of our code it runs (sandbox, rule 2); once
         // per thread, then a thread-local flag.
-        crate::sandbox::enter(crate::sandbox::ThreadKind::Worker);
+        vhost_blk_sandbox::enter(vhost_blk_sandbox::ThreadKind::Worker);
         let n = self.personality.num_queues();
         let Some(mine) = self.plan.queues(thread_id) else {
             return Ok(());

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Where the locks the verdict names sit, for the kernel being built (guest-tests images,
- * images/kernel/offsets.rs): compiled to assembly with Kbuild's flags for block/blk-mq.o, never
+ * gt-images/src/kernel/offsets.rs): compiled to assembly with Kbuild's flags for block/blk-mq.o, never
  * linked. Each VB_OFFSET leaves a "->NAME VALUE" marker in the assembly, as the kernel's own
  * asm-offsets do. The guest agent reads the figures to tell which contended lock address is
  * the disk's queue_lock: the address of the request queue (from a kprobe on
