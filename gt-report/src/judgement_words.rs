@@ -75,14 +75,46 @@ fn effect_words(c: Class, n_effects: usize) -> String {
     }
 }
 
+/// The suite's words for the reasons (suite::judgement rule 6), `{base}` filled in; without
+/// them, words that name the mechanism's metric.
+struct Words {
+    mechanism: String,
+    increased: String,
+    unsafe_reason: String,
+    sometimes: String,
+    never: String,
+}
+
+fn words(spec: &JudgementSpec, base: &str) -> Words {
+    let fill = |t: &str| t.replace("{base}", base);
+    match &spec.words {
+        Some(w) => Words {
+            mechanism: fill(&w.mechanism),
+            increased: fill(&w.increased),
+            unsafe_reason: fill(&w.unsafe_reason),
+            sometimes: fill(&w.sometimes),
+            never: fill(&w.never),
+        },
+        None => Words {
+            mechanism: format!("`{}`", spec.mechanism),
+            increased: format!("`{}` rose against {base}", spec.mechanism),
+            unsafe_reason: "whatever the measurements say, a litmus test of this kernel's code \
+                            allows the outcome it forbids"
+                .into(),
+            sometimes: "the outcome a litmus test forbids is allowed".into(),
+            never: "no forbidden outcome".into(),
+        },
+    }
+}
+
 /// The ordering part's line.
-fn ordering_line(k: &KernelJudgement) -> String {
+fn ordering_line(k: &KernelJudgement, w: &Words) -> String {
     let o = &k.ordering;
     let model = o.model.as_deref().unwrap_or("no model");
     let mut line = match o.answer.as_str() {
         "sometimes" => format!(
-            "ordering: the kernel memory model ({model}) says a request can stay queued while no \
-             CPU runs the queue: Sometimes on {}",
+            "ordering: the kernel memory model ({model}) says {}: Sometimes on {}",
+            w.sometimes,
             o.sometimes.join(", ")
         ),
         "never" => format!(
@@ -138,6 +170,8 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
     }
     let mech = k.mechanism_metrics.first();
     let mech_ratio = mech.map_or("-".into(), |m| ratio_words(m.ratio.as_ref()));
+    let w = words(spec, base);
+    let m = &w.mechanism;
     let floor = fmt_num(1.0 - spec.min_reduction);
     let worse: Vec<String> = k
         .effects
@@ -147,24 +181,22 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
         .collect();
     let j = k.judgement.as_str();
     match k.decided_by.as_str() {
-        "ordering" => format!("{j}, decided by the memory model: whatever the measurements say, a request can be stranded"),
+        "ordering" => format!("{j}, decided by the memory model: {}", w.unsafe_reason),
         "effect" => format!(
             "{j}, decided by the effect: {} against {base}, beyond the {:.0} % margin",
             worse.join("; "),
             spec.effect_margin * 100.0
         ),
-        "mechanism increased" => format!(
-            "{j}, decided by the mechanism: the request irq threads wait more than on {base}"
-        ),
+        "mechanism increased" => format!("{j}, decided by the mechanism: {}", w.increased),
         "too few boots" => format!("{j}: fewer than 2 successful boots of a kernel, no interval"),
         "ordering not checked" => format!(
-            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but the \
+            "{j}: {m} fell ({mech_ratio} of {base}'s), but the \
              memory model did not judge this kernel's code ({}): a litmus test beside the patch \
              (FILE.patch -> FILE.litmus, images/patches/README.md) would decide",
             k.ordering.note.as_deref().unwrap_or("no test ran")
         ),
         "effect not shown within the margin" => format!(
-            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s) and no effect \
+            "{j}: {m} fell ({mech_ratio} of {base}'s) and no effect \
              is significantly worse, but {} reach past the {:.0} % margin: these boots do not \
              show that nothing got worse",
             k.effects
@@ -176,7 +208,7 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
             spec.effect_margin * 100.0
         ),
         "effect unclear" => format!(
-            "{j}: the irq threads' lock contentions fell ({mech_ratio} of {base}'s), but {} \
+            "{j}: {m} fell ({mech_ratio} of {base}'s), but {} \
              beyond the {:.0} % margin at p < 0.05 (not after the correction for every effect): \
              these boots cannot rule out a loss",
             k.effects
@@ -188,21 +220,22 @@ fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String
             spec.effect_margin * 100.0
         ),
         "mechanism reduced" => format!(
-            "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
+            "{j}, decided by the mechanism: {m} at {mech_ratio} \
              of {base}'s, the interval below {floor} (a reduction counts from {:.0} %), every \
              effect's interval within the {:.0} % margin, no guard increased, every boot ended \
-             with nothing new in the kernel log, and no stranded request in the memory model on \
+             with nothing new in the kernel log, and {} in the memory model on \
              this kernel's code",
             spec.min_reduction * 100.0,
-            spec.effect_margin * 100.0
+            spec.effect_margin * 100.0,
+            w.never
         ),
         "mechanism unchanged" => format!(
-            "{j}, decided by the mechanism: the irq threads' lock contentions at {mech_ratio} \
+            "{j}, decided by the mechanism: {m} at {mech_ratio} \
              of {base}'s, the interval within {floor}-{}: no reduction that counts",
             fmt_num(1.0 / (1.0 - spec.min_reduction))
         ),
         _ => format!(
-            "{j}: the irq threads' lock contentions at {mech_ratio} of {base}'s, the interval \
+            "{j}: {m} at {mech_ratio} of {base}'s, the interval \
              straddles {floor} (or {}): these boots cannot tell a reduction that counts from none",
             fmt_num(1.0 / (1.0 - spec.min_reduction))
         ),
@@ -285,7 +318,7 @@ pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<Str
             ));
         }
     }
-    out.push(ordering_line(k));
+    out.push(ordering_line(k, &words(spec, base)));
     out
 }
 
@@ -305,19 +338,27 @@ pub fn fill_reasons(v: &mut Verdict) {
         .unwrap_or_default();
 }
 
-/// Rule 3.
+/// Rule 3: the caveats every verdict prints, around the suite's own (what its mechanism cannot
+/// see).
 pub const CAVEATS: &str = "How to read it: each kernel is compared with the baseline alone, \
 every interval is a 95 % Welch interval on the logarithms (a ratio of geometric means); the \
 effects decide `worse` at 0.05 divided by their number (Bonferroni), and `improved` needs each \
 effect's interval on the good side of its margin; nothing is corrected across kernels. Every \
 boot counts: a failed or timed-out boot, or a report in the kernel log that no baseline boot \
-has, makes a kernel worse. The mechanism counts what the kernel's lock code traces \
-(lock:contention_begin/end of the request irq threads) and, beside it, their failed trylocks \
-and CPU time: a wait none of these sees (a bit spinlock, an open-coded spin on a plain flag \
-that costs no more CPU than the sleep it replaces) is invisible to it, and the effects still \
-judge such a patch. \
-`unsafe` comes only from the kernel memory model (herd7 on tools/memory-model of the kernel's \
-own source), never from a measurement: an x86 guest cannot show a reordering that TSO forbids.";
+has, makes a kernel worse.";
+
+/// The last of the caveats.
+pub const CAVEAT_UNSAFE: &str = "`unsafe` comes only from the kernel memory model (herd7 on \
+tools/memory-model of the kernel's own source), never from a measurement: an x86 guest cannot \
+show a reordering that TSO forbids.";
+
+/// The caveats of a verdict judged by `spec`: [`CAVEATS`], the suite's, [`CAVEAT_UNSAFE`].
+pub fn caveats(spec: &JudgementSpec) -> String {
+    match &spec.words {
+        Some(w) => format!("{CAVEATS} {} {CAVEAT_UNSAFE}", w.caveat),
+        None => format!("{CAVEATS} {CAVEAT_UNSAFE}"),
+    }
+}
 
 /// The judgements of `v` as the Markdown the verdict opens with: one block per kernel.
 pub fn judgement_text(v: &Verdict) -> String {
@@ -338,7 +379,7 @@ pub fn judgement_text(v: &Verdict) -> String {
         out.push('\n');
     }
     if !v.judgements.is_empty() {
-        out.push_str(CAVEATS);
+        out.push_str(&caveats(spec));
         out.push_str("\n\n");
     }
     out

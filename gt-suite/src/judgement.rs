@@ -15,6 +15,8 @@
 //!    reported in the reasons with their intervals, never deciding.
 //! 5. Names and numbers are checked here ([`JudgementSpec::validate`]); that the metrics exist
 //!    is checked against the registry when a matrix is planned, like `primary_metric`.
+//! 6. `[judgement.words]` says what the figures are about, in the regression's terms, for the
+//!    reasons the report writes ([`JudgementWords`]); without it the reasons name the metrics.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,43 @@ pub struct JudgementSpec {
     pub effect_margin: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<JudgementWords>,
+}
+
+/// Rule 6: the regression's own words, each one line, used as they are in the reasons
+/// (report::judgement_words); `{base}` stands for the baseline kernel's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgementWords {
+    /// The mechanism as a plural noun phrase: "{mechanism} fell", "{mechanism} at 0.5x".
+    pub mechanism: String,
+    /// What a mechanism that increased means, a clause: "the irq threads wait more than on
+    /// {base}".
+    pub increased: String,
+    /// Why the memory model's Sometimes decides, a clause after "decided by the memory model: ".
+    pub unsafe_reason: String,
+    /// What the memory model's Sometimes means for this code, a clause ("a request can stay
+    /// queued while no CPU runs the queue").
+    pub sometimes: String,
+    /// What the memory model's Never rules out, a noun phrase ("no stranded request").
+    pub never: String,
+    /// What the mechanism cannot see: sentences the verdict's caveats add.
+    pub caveat: String,
+}
+
+impl JudgementWords {
+    /// Every text, for rule 6's check.
+    fn texts(&self) -> [&String; 6] {
+        [
+            &self.mechanism,
+            &self.increased,
+            &self.unsafe_reason,
+            &self.sometimes,
+            &self.never,
+            &self.caveat,
+        ]
+    }
 }
 
 impl JudgementSpec {
@@ -53,6 +92,11 @@ impl JudgementSpec {
             return Err("[judgement] names no effects".into());
         }
         let names = self.metrics();
+        if let Some(w) = &self.words {
+            if w.texts().iter().any(|t| t.trim().is_empty() || t.contains('\n')) {
+                return Err("[judgement.words] each must be one non-empty line".into());
+            }
+        }
         if let Some(bad) = names.clone().find(|m| !m.contains('.')) {
             return Err(format!(
                 "[judgement] '{bad}' is not a metric name (STEP.METRIC)"

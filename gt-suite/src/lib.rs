@@ -584,7 +584,7 @@ mod cells;
 mod judgement;
 mod verdict;
 pub use cells::Grid;
-pub use judgement::JudgementSpec;
+pub use judgement::{JudgementSpec, JudgementWords};
 pub use verdict::VerdictSpec;
 
 #[cfg(test)]

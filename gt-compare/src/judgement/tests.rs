@@ -21,6 +21,7 @@ fn spec() -> JudgementSpec {
             "scale-randread.clat_p99_us".into(),
         ],
         effect_margin: 0.05,
+        words: None,
     }
 }
 

@@ -1,25 +1,29 @@
-//! `migrate verdict --from FILE [--primary-ends-with SUFFIX] DIR...`: gives results written
-//! before suites declared a `[verdict]` the one they were judged with, as data.
+//! `migrate`: gives results written before a fact moved from the harness's code into suite data
+//! the fact they were judged with, as data: `migrate verdict --from FILE
+//! [--primary-ends-with SUFFIX] DIR...` (a `[verdict]`), `migrate judgement-words --from FILE
+//! DIR...` (a `[judgement.words]`).
 //!
 //! Contract:
-//! 1. FILE is a TOML file with one `[verdict]` table (suite::VerdictSpec), validated before any
-//!    results.json is read; a bad FILE or a missing DIR is one line and exit 2, nothing written.
-//! 2. A results.json is rewritten only when it names a primary metric, carries no `verdict`,
-//!    and (with `--primary-ends-with`) its primary metric ends with SUFFIX; every other one is
-//!    left as it is. A second run changes nothing.
+//! 1. FILE is a TOML file with the one table (suite::VerdictSpec, suite::JudgementWords),
+//!    validated before any results.json is read; a bad FILE or a missing DIR is one line and
+//!    exit 2, nothing written.
+//! 2. `verdict` rewrites a results.json only when it names a primary metric, carries no
+//!    `verdict`, and (with `--primary-ends-with`) its primary metric ends with SUFFIX;
+//!    `judgement-words` only when it carries a `judgement` without `words`. Every other one is
+//!    left as it is; a second run changes nothing.
 //! 3. A rewritten file is the run read and written back by `results` (atomic rename), with
 //!    `info.verdict` set, compact when it was compact (docs/results keeps them so): what a
 //!    report reads from it is otherwise unchanged.
 //! 4. Prints how many files were rewritten, left, and unreadable.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
 use serde::Deserialize;
 
 use gt_results::results::RunResult;
-use gt_suite::VerdictSpec;
+use gt_suite::{JudgementWords, VerdictSpec};
 
 use super::fail;
 
@@ -37,6 +41,15 @@ pub enum MigrateCmd {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
+    /// Set `info.judgement.words` from FILE's `[judgement.words]` in every results.json under
+    /// DIR that carries a judgement without them (rule 2).
+    JudgementWords {
+        /// A TOML file with one `[judgement.words]` table.
+        #[arg(long = "from", value_name = "FILE")]
+        from: PathBuf,
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -45,41 +58,79 @@ struct VerdictFile {
     verdict: VerdictSpec,
 }
 
-/// Rule 1.
-fn load_verdict(file: &PathBuf) -> Result<VerdictSpec, String> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| format!("--from {}: {e}", file.display()))?;
-    let v: VerdictFile = toml::from_str(&text)
-        .map_err(|e| format!("--from {}: {}", file.display(), e.message()))?;
-    v.verdict
-        .validate()
-        .map_err(|e| format!("--from {}: {e}", file.display()))?;
-    Ok(v.verdict)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WordsFile {
+    judgement: WordsTable,
 }
 
-/// Rule 2.
-fn wants(r: &RunResult, suffix: Option<&str>) -> bool {
-    r.info.verdict.is_none()
-        && r.info
-            .primary_metric
-            .as_deref()
-            .is_some_and(|p| suffix.is_none_or(|s| p.ends_with(s)))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WordsTable {
+    words: JudgementWords,
 }
+
+/// Rule 1: FILE read and parsed as `T`.
+fn load<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, String> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("--from {}: {e}", file.display()))?;
+    toml::from_str(&text).map_err(|e| format!("--from {}: {}", file.display(), e.message()))
+}
+
+/// One migration: changes a run it wants (rule 2) and says whether it did.
+type Edit<'a> = Box<dyn Fn(&mut RunResult) -> bool + 'a>;
 
 /// Runs `migrate`.
 pub fn migrate_cmd(cmd: &MigrateCmd) -> ExitCode {
-    let MigrateCmd::Verdict {
-        from,
-        primary_ends_with,
-        dirs,
-    } = cmd;
-    let spec = match load_verdict(from) {
-        Ok(s) => s,
-        Err(e) => return fail(e, 2),
+    let (edit, dirs): (Edit, &[PathBuf]) = match cmd {
+        MigrateCmd::Verdict {
+            from,
+            primary_ends_with,
+            dirs,
+        } => {
+            let spec = match load::<VerdictFile>(from)
+                .and_then(|f| f.verdict.validate().map(|()| f.verdict))
+            {
+                Ok(s) => s,
+                Err(e) => return fail(e, 2),
+            };
+            let suffix = primary_ends_with.clone();
+            let edit = move |r: &mut RunResult| {
+                let wants = r.info.verdict.is_none()
+                    && r.info
+                        .primary_metric
+                        .as_deref()
+                        .is_some_and(|p| suffix.as_deref().is_none_or(|s| p.ends_with(s)));
+                if wants {
+                    r.info.verdict = Some(spec.clone());
+                }
+                wants
+            };
+            (Box::new(edit), dirs)
+        }
+        MigrateCmd::JudgementWords { from, dirs } => {
+            let words = match load::<WordsFile>(from) {
+                Ok(f) => f.judgement.words,
+                Err(e) => return fail(e, 2),
+            };
+            let edit = move |r: &mut RunResult| match r.info.judgement.as_mut() {
+                Some(j) if j.words.is_none() => {
+                    j.words = Some(words.clone());
+                    j.validate().is_ok()
+                }
+                _ => false,
+            };
+            (Box::new(edit), dirs)
+        }
     };
     if let Some(d) = dirs.iter().find(|d| !d.is_dir()) {
         return fail(format!("{}: not a directory", d.display()), 2);
     }
+    rewrite(dirs, &edit)
+}
+
+/// Rules 2-4 over every results.json under `dirs`.
+fn rewrite(dirs: &[PathBuf], edit: &Edit) -> ExitCode {
     let (mut rewritten, mut left, mut unreadable) = (0usize, 0usize, 0usize);
     for d in dirs {
         for (file, r) in RunResult::find_all_at(d) {
@@ -87,11 +138,10 @@ pub fn migrate_cmd(cmd: &MigrateCmd) -> ExitCode {
                 unreadable += 1;
                 continue;
             };
-            if !wants(&r, primary_ends_with.as_deref()) {
+            if !edit(&mut r) {
                 left += 1;
                 continue;
             }
-            r.info.verdict = Some(spec.clone());
             let dir = file.parent().map(PathBuf::from).unwrap_or_default();
             let compact = std::fs::read(&file).is_ok_and(|b| !b.starts_with(b"{\n"));
             if let Err(e) = r.write_as(&dir, compact) {
@@ -100,6 +150,6 @@ pub fn migrate_cmd(cmd: &MigrateCmd) -> ExitCode {
             rewritten += 1;
         }
     }
-    println!("migrate verdict: {rewritten} rewritten, {left} left as they were, {unreadable} unreadable");
+    println!("migrate: {rewritten} rewritten, {left} left as they were, {unreadable} unreadable");
     ExitCode::SUCCESS
 }

@@ -354,9 +354,23 @@ pub static METRICS: &[MetricDef] = &[
             }
         })
     ),
-    // ---- function hit counts ----
-    // `_per_kio` first: it is the more specific pattern, and a function literally named
-    // `x_per_kio` then wins over `x`'s rate, as it always did.
+    // ---- function hit counts and times ----
+    // The function profiler's total time first (`FUNC:usecs`, text::funcs); then `_per_kio`: it
+    // is the more specific pattern, and a function literally named `x_per_kio` then wins over
+    // `x`'s rate, as it always did.
+    def!(
+        "{step}.func.{func}:usecs",
+        "us",
+        Lower,
+        "funcs.<step>",
+        No,
+        "time inside a traced kernel function during the step (the function profiler's total)",
+        Step(|s, o| for (f, us) in s.funcs.iter().flatten() {
+            if let Some(f) = f.strip_suffix(":usecs") {
+                o.put_with(&[("func", f)], *us as f64)
+            }
+        })
+    ),
     def!(
         "{step}.func.{func}_per_kio",
         "hits/1,000 I/Os",
@@ -364,7 +378,7 @@ pub static METRICS: &[MetricDef] = &[
         "funcs.<step>",
         No,
         "hits of a traced kernel function per 1,000 I/Os",
-        Step(|s, o| for (f, h) in s.funcs.iter().flatten() {
+        Step(|s, o| for (f, h) in s.funcs.iter().flatten().filter(|(f, _)| !f.ends_with(":usecs")) {
             if let Some(x) = per_kio(s, *h) {
                 o.put_with(&[("func", f)], x)
             }
@@ -378,7 +392,9 @@ pub static METRICS: &[MetricDef] = &[
         No,
         "hits of a traced kernel function during the step",
         Step(|s, o| for (f, h) in s.funcs.iter().flatten() {
-            o.put_with(&[("func", f)], *h as f64)
+            if !f.ends_with(":usecs") {
+                o.put_with(&[("func", f)], *h as f64)
+            }
         })
     ),
     // ---- SCSI rescans ----

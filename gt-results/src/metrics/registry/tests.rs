@@ -118,6 +118,13 @@ fn lookup_gives_unit_direction_and_description() {
             .pattern,
         "{step}.func.{func}_per_kio"
     );
+    // The function profiler's time is a time, not a count of hits.
+    let t = find("rescan.func.blk_mq_exit_hctx:usecs").unwrap();
+    assert_eq!((t.def.unit, t.def.better), ("us", Better::Lower));
+    assert_eq!(
+        find("rescan.func.blk_mq_exit_hctx").unwrap().def.unit,
+        "hits"
+    );
     assert!(find(HARNESS_QEMU_WALL_S).is_some());
     assert!(find("no-such-metric").is_none());
     for d in all() {
