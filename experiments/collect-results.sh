@@ -7,6 +7,8 @@
 # (`RUN.attemptK/`, a boot the executor retried) are copied too: every boot counts in the
 # judgement (docs/verdict.md).
 # Usage: experiments/collect-results.sh MATRIX_DIR DEST_DIR [report title]
+#   env: GT, the guest-tests binary (default: target/release/guest-tests; build it first: an
+#        older binary may not read newer results)
 set -euo pipefail
 src=$1 dest=$2 title=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +22,7 @@ for f in sys.stdin.read().splitlines():
     v = json.load(open(os.path.join(src, f)))
     open(os.path.join(dest, f), "w").write(json.dumps(v, separators=(",", ":"), ensure_ascii=False) + "\n")' \
         "$src" "$dest"
-gt=$root/target/release/guest-tests
+gt=${GT:-$root/target/release/guest-tests}
 [ -x "$gt" ] || gt="cargo run -q --release -p guest-tests --"
 if [ -n "$title" ]; then $gt report "$dest" --title "$title"; else $gt report "$dest"; fi
 rm -f "$dest/report.html"   # self-contained copy of report.md + plots; rebuilt on demand

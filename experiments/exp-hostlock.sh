@@ -13,7 +13,7 @@
 # Prints each judgement with its reasons and whether it is as expected; exit 1 when one is not.
 #
 # Environment: OUT (results/hostlock-<UTC time>), REPEAT (3), VARIANT (q8-c2; q120-c2 is the
-# main job's cell), HOST_SCHED (short).
+# main job's cell), HOST_SCHED (short), GT (target/release/guest-tests; its vhost-blk beside it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,7 @@ OUT=${OUT:-results/hostlock-$(date -u +%Y%m%dT%H%M%SZ)}
 REPEAT=${REPEAT:-3}
 VARIANT=${VARIANT:-q8-c2}
 HOST_SCHED=${HOST_SCHED:-short}
-GT=target/release/guest-tests
+GT=${GT:-target/release/guest-tests}
 [ -x "$GT" ] || cargo build --release -q -p guest-tests -p vhost-blk
 [ ! -x ci/fetch-herd7.sh ] || ci/fetch-herd7.sh >/dev/null
 echo "== $REPEAT boots per kernel, $VARIANT ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"
