@@ -93,7 +93,10 @@ impl JudgementSpec {
         }
         let names = self.metrics();
         if let Some(w) = &self.words {
-            if w.texts().iter().any(|t| t.trim().is_empty() || t.contains('\n')) {
+            if w.texts()
+                .iter()
+                .any(|t| t.trim().is_empty() || t.contains('\n'))
+            {
                 return Err("[judgement.words] each must be one non-empty line".into());
             }
         }

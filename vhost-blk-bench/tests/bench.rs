@@ -111,7 +111,10 @@ fn measured_interrupt_delay_follows_the_msix_latency() {
     // samples the thread did see early (the maximum), and the median stay bounded.
     let irq = &t["irq_delay_us"];
     let (p50, max) = (irq["p50"].as_f64().unwrap(), irq["max"].as_f64().unwrap());
-    assert!(max >= 500.0, "irq delay max {max}: the MSI-X latency never showed");
+    assert!(
+        max >= 500.0,
+        "irq delay max {max}: the MSI-X latency never showed"
+    );
     assert!(p50 < 50_000.0, "irq delay p50 {p50}");
 }
 

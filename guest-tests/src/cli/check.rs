@@ -85,7 +85,11 @@ fn expectation(s: &str) -> Result<Expectation, String> {
     let (js, rule) = match rest.split_once(':') {
         Some((js, r)) if !r.is_empty() && !r.split(',').any(str::is_empty) => (
             js,
-            Some(r.split(',').map(|r| r.replace('-', " ")).collect::<Vec<_>>()),
+            Some(
+                r.split(',')
+                    .map(|r| r.replace('-', " "))
+                    .collect::<Vec<_>>(),
+            ),
         ),
         Some(_) => return Err("an empty :RULE".into()),
         None => (rest, None),
@@ -301,8 +305,8 @@ mod expect_tests {
 
     #[test]
     fn an_expectation_names_judgements_and_any_of_several_rules() {
-        let (k, js, rules) = expectation("a+fix=improved/undecided:mechanism-reduced,effect-unclear")
-            .unwrap();
+        let (k, js, rules) =
+            expectation("a+fix=improved/undecided:mechanism-reduced,effect-unclear").unwrap();
         assert_eq!(k, "a+fix");
         assert_eq!(js, ["improved", "undecided"]);
         assert_eq!(rules.unwrap(), ["mechanism reduced", "effect unclear"]);

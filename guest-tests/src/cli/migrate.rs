@@ -4,8 +4,8 @@
 //! DIR...` (a `[judgement.words]`).
 //!
 //! Contract:
-//! 1. FILE is a TOML file with the one table (suite::VerdictSpec, suite::JudgementWords),
-//!    validated before any results.json is read; a bad FILE or a missing DIR is one line and
+//! 1. FILE is a TOML file with the table (suite::VerdictSpec; suite::JudgementWords, read from
+//!    a suite file), validated before any results.json is read; a bad FILE or a missing DIR is one line and
 //!    exit 2, nothing written.
 //! 2. `verdict` rewrites a results.json only when it names a primary metric, carries no
 //!    `verdict`, and (with `--primary-ends-with`) its primary metric ends with SUFFIX;
@@ -44,7 +44,7 @@ pub enum MigrateCmd {
     /// Set `info.judgement.words` from FILE's `[judgement.words]` in every results.json under
     /// DIR that carries a judgement without them (rule 2).
     JudgementWords {
-        /// A TOML file with one `[judgement.words]` table.
+        /// A suite file (or any TOML file) with a `[judgement.words]` table.
         #[arg(long = "from", value_name = "FILE")]
         from: PathBuf,
         #[arg(required = true)]
@@ -58,14 +58,14 @@ struct VerdictFile {
     verdict: VerdictSpec,
 }
 
+/// A suite file (or any TOML file) with a `[judgement.words]` table; its other keys are not
+/// read, so the words come from the suite that declares them.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct WordsFile {
     judgement: WordsTable,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct WordsTable {
     words: JudgementWords,
 }

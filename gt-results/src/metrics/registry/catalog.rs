@@ -378,9 +378,16 @@ pub static METRICS: &[MetricDef] = &[
         "funcs.<step>",
         No,
         "hits of a traced kernel function per 1,000 I/Os",
-        Step(|s, o| for (f, h) in s.funcs.iter().flatten().filter(|(f, _)| !f.ends_with(":usecs")) {
-            if let Some(x) = per_kio(s, *h) {
-                o.put_with(&[("func", f)], x)
+        Step(|s, o| {
+            for (f, h) in s
+                .funcs
+                .iter()
+                .flatten()
+                .filter(|(f, _)| !f.ends_with(":usecs"))
+            {
+                if let Some(x) = per_kio(s, *h) {
+                    o.put_with(&[("func", f)], x)
+                }
             }
         })
     ),
