@@ -258,17 +258,21 @@ fn the_real_manifest_carries_a_test_per_version_and_path() {
                 );
             }
         }
+        // Seed 003's test of the tag-table clear supersedes noguard's (the clear they leave
+        // differs); the line's quiesce tests stay.
         let p = plan(
             &m,
             &KernelSpec::parse(&format!("{line}+noguard+seed003")).unwrap(),
         )
         .unwrap();
-        assert_eq!(p.unchecked.len(), 1, "{:?}", p.unchecked);
-        assert!(
-            p.unchecked[0].starts_with("seed003 ("),
-            "seed 003's diff names no function: {:?}",
-            p.unchecked
-        );
+        assert!(p.unchecked.is_empty(), "{:?}", p.unchecked);
+        let got: Vec<String> = p
+            .tests
+            .iter()
+            .map(|t| format!("{}/{}", t.component, t.stem()))
+            .collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[3], "seed003/seed003-flushrq", "{got:?}");
     }
     for (line, src) in [
         ("debian-rt", "debian-6.12"),
@@ -319,14 +323,16 @@ fn a_part_without_tests_that_changes_a_modelled_function_is_not_checked() {
         "{:?}",
         p.unchecked
     );
-    // noguard (exempt: the hctx teardown) changes no function a test models, as far as its
-    // diff names one: the line's tests still stand for this kernel's code.
+    // noguard carries its own test (the clear it lets run), and changes no function the line's
+    // tests model: all four stand for this kernel's code.
     let p = of("rt+noguard");
     assert!(p.unchecked.is_empty(), "{:?}", p.unchecked);
+    assert_eq!(p.tests.len(), 4);
+    // hostlock is exempt and its diff has file-scope lines (a static lock): still checked, by
+    // the line's tests, since it changes no function they model.
+    let p = of("rt+hostlock");
+    assert!(p.unchecked.is_empty(), "{:?}", p.unchecked);
     assert_eq!(p.tests.len(), 3);
-    // seed 003's diff has no function context: what it changed is unknown, so not checked.
-    let p = of("rt+seed003");
-    assert!(p.unchecked[0].starts_with("seed003 ("), "{:?}", p.unchecked);
     // An exempt hook that calls the modelled functions without changing them stays exempt.
     let p = of("rt+seed000-v7+storm");
     assert!(p.unchecked.is_empty(), "{:?}", p.unchecked);
@@ -351,4 +357,13 @@ fn a_part_without_tests_that_changes_a_modelled_function_is_not_checked() {
         3,
         "the line's tests still run; they no longer vouch for it"
     );
+    // A user's patch whose hunk names no function: what it changed is unknown, so not checked.
+    let bare = dir.path().join("bare.patch");
+    std::fs::write(
+        &bare,
+        "--- a/block/blk-mq.c\n+++ b/block/blk-mq.c\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n",
+    )
+    .unwrap();
+    let p = of(&format!("bare=rt+patch:{}", bare.display()));
+    assert_eq!(p.unchecked.len(), 1, "{:?}", p.unchecked);
 }
