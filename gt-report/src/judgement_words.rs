@@ -164,13 +164,12 @@ fn decided_without_figures(k: &KernelJudgement, base: &str) -> Option<String> {
 }
 
 /// Rule 2: the deciding line.
-fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> String {
+fn decided_line(k: &KernelJudgement, spec: &JudgementSpec, w: &Words, base: &str) -> String {
     if let Some(line) = decided_without_figures(k, base) {
         return line;
     }
     let mech = k.mechanism_metrics.first();
     let mech_ratio = mech.map_or("-".into(), |m| ratio_words(m.ratio.as_ref()));
-    let w = words(spec, base);
     let m = &w.mechanism;
     let floor = fmt_num(1.0 - spec.min_reduction);
     let worse: Vec<String> = k
@@ -279,7 +278,8 @@ fn boots_line(k: &KernelJudgement, base: &str) -> String {
 
 /// Every reason of `k`, deciding one first (rules 1-2).
 pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<String> {
-    let mut out = vec![decided_line(k, spec, base), boots_line(k, base)];
+    let w = words(spec, base);
+    let mut out = vec![decided_line(k, spec, &w, base), boots_line(k, base)];
     for (i, m) in k.mechanism_metrics.iter().enumerate() {
         out.push(if i == 0 {
             metric_line("mechanism (decides)", m, m.class.as_str())
@@ -318,7 +318,7 @@ pub fn reasons(k: &KernelJudgement, spec: &JudgementSpec, base: &str) -> Vec<Str
             ));
         }
     }
-    out.push(ordering_line(k, &words(spec, base)));
+    out.push(ordering_line(k, &w));
     out
 }
 
