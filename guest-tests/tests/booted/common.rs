@@ -33,8 +33,13 @@ pub fn accel() -> Accel {
 /// [`KERNEL`]; `$VB_QEMU` (a `--qemu` value, e.g. 7.2 or 10) else the suite's choice;
 /// `$VB_BACKEND_BIN` else the workspace's vhost-blk build; [`accel`].
 pub fn rig() -> Rig {
+    rig_on(KERNEL)
+}
+
+/// [`rig`] with another kernel of images/kernels.toml (built on first use, then cached).
+pub fn rig_on(kernel: &str) -> Rig {
     Rig {
-        kernel: KERNEL.into(),
+        kernel: kernel.into(),
         qemu: std::env::var("VB_QEMU").ok(),
         backend_bin: std::env::var_os("VB_BACKEND_BIN").map(PathBuf::from),
         accel: accel(),
@@ -62,6 +67,19 @@ pub fn one_boot(
     timeout: Option<Duration>,
     backend_bin: Option<PathBuf>,
 ) -> (RunSpec, RerunInfo) {
+    one_boot_on(&rig(), s, variant, dir, run_id, timeout, backend_bin)
+}
+
+/// [`one_boot`] on `rig`.
+pub fn one_boot_on(
+    rig: &Rig,
+    s: &Suite,
+    variant: Option<&str>,
+    dir: &Path,
+    run_id: String,
+    timeout: Option<Duration>,
+    backend_bin: Option<PathBuf>,
+) -> (RunSpec, RerunInfo) {
     let boot = Boot {
         dir,
         run_id,
@@ -69,7 +87,6 @@ pub fn one_boot(
         seed: 1,
         timeout,
     };
-    rig()
-        .one_boot(s, boot, backend_bin)
+    rig.one_boot(s, boot, backend_bin)
         .unwrap_or_else(|e| panic!("booted tests need their rig: {e}"))
 }
