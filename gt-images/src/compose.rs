@@ -1,4 +1,4 @@
-//! Kernel names: `LINE(+COMPONENT)*`, resolved against the manifest into a [`Variant`].
+//! Kernel names: `LINE(+COMPONENT)*`, resolved against the manifest into a [`KernelBuild`].
 //!
 //! ```text
 //! NAME      := HEAD(+COMPONENT)*
@@ -25,7 +25,7 @@
 
 use std::collections::BTreeSet;
 
-use super::manifest::{Component, Line, Manifest, Variant};
+use super::manifest::{Component, KernelBuild, Line, Manifest};
 use super::ImageError;
 
 /// Where a component can be used: `Ok` on a line, `Err(reason)` where it cannot.
@@ -33,9 +33,9 @@ pub type Availability<'a> = Vec<(&'a str, Result<(), String>)>;
 
 impl Manifest {
     /// Resolves a kernel name (module doc) into the variant it builds.
-    pub fn variant(&self, name: &str) -> Result<Variant, ImageError> {
+    pub fn variant(&self, name: &str) -> Result<KernelBuild, ImageError> {
         let (line, comps) = self.parts(name)?;
-        let mut v = Variant {
+        let mut v = KernelBuild {
             name: name.to_string(),
             source: line.source.clone(),
             description: line.description.clone(),
@@ -119,7 +119,7 @@ impl Manifest {
     }
 
     /// Adds one component to `v` (rules 1-3).
-    fn add(&self, v: &mut Variant, line: &Line, c: &Component) -> Result<(), String> {
+    fn add(&self, v: &mut KernelBuild, line: &Line, c: &Component) -> Result<(), String> {
         self.available(line, c)?;
         if let Some(words) = &c.cmdline {
             if !v.cmdline.is_empty() {

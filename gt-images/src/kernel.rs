@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::apt;
 use super::gitsrc::GitSource;
-use super::manifest::{Manifest, Source, Variant};
+use super::manifest::{KernelBuild, Manifest, Source};
 use super::patches::{self, Patch};
 use super::util::{self, Ctx, Lock};
 use super::{sha256_file, sha256_hex, ImageError, ImageOptions, BUILDER_VERSION};
@@ -54,7 +54,7 @@ enum Tree {
 }
 
 impl Tree {
-    fn resolve(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Tree, ImageError> {
+    fn resolve(m: &Manifest, v: &KernelBuild, opts: &ImageOptions) -> Result<Tree, ImageError> {
         if let Some(path) = &opts.kernel_tree {
             return Ok(Tree::Git(GitSource::resolve(
                 path,
@@ -114,7 +114,7 @@ impl Tree {
 }
 
 /// The patch stack of a variant: its own patches, then the user's.
-fn stack(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Vec<Patch>, ImageError> {
+fn stack(m: &Manifest, v: &KernelBuild, opts: &ImageOptions) -> Result<Vec<Patch>, ImageError> {
     v.patches
         .iter()
         .map(|p| m.path(p))
@@ -126,7 +126,7 @@ fn stack(m: &Manifest, v: &Variant, opts: &ImageOptions) -> Result<Vec<Patch>, I
 /// The cache key's input lines.
 fn inputs(
     m: &Manifest,
-    v: &Variant,
+    v: &KernelBuild,
     opts: &ImageOptions,
     tree: &Tree,
 ) -> Result<Vec<String>, ImageError> {
@@ -159,7 +159,7 @@ fn inputs(
     Ok(lines)
 }
 
-fn fragment_path(m: &Manifest, v: &Variant) -> Result<PathBuf, ImageError> {
+fn fragment_path(m: &Manifest, v: &KernelBuild) -> Result<PathBuf, ImageError> {
     v.fragment
         .as_ref()
         .map(|f| m.path(f))
@@ -167,7 +167,7 @@ fn fragment_path(m: &Manifest, v: &Variant) -> Result<PathBuf, ImageError> {
 }
 
 /// The fragment, then the overlays, in the order merge_config.sh takes them.
-fn fragment_paths(m: &Manifest, v: &Variant) -> Result<Vec<PathBuf>, ImageError> {
+fn fragment_paths(m: &Manifest, v: &KernelBuild) -> Result<Vec<PathBuf>, ImageError> {
     let mut all = vec![fragment_path(m, v)?];
     all.extend(v.overlays.iter().map(|o| m.path(o)));
     Ok(all)
@@ -191,7 +191,7 @@ fn read_record(dir: &Path) -> Option<BuildRecord> {
 pub fn cached(
     cache: &Path,
     m: &Manifest,
-    v: &Variant,
+    v: &KernelBuild,
     opts: &ImageOptions,
 ) -> Result<Option<PathBuf>, ImageError> {
     let tree = Tree::resolve(m, v, opts)?;
@@ -206,7 +206,7 @@ pub fn cached(
 pub fn ensure(
     ctx: &Ctx,
     m: &Manifest,
-    v: &Variant,
+    v: &KernelBuild,
     opts: &ImageOptions,
     fresh: bool,
 ) -> Result<BuiltKernel, ImageError> {

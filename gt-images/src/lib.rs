@@ -271,7 +271,7 @@ pub fn list(m: &manifest::Manifest, opts: &ImageOptions) -> Result<Vec<LineStatu
 /// The cached bzImage of a kernel for its current inputs, if any (nothing is built).
 pub fn cached_bzimage(
     m: &manifest::Manifest,
-    v: &manifest::Variant,
+    v: &manifest::KernelBuild,
     cache: &Path,
     opts: &ImageOptions,
 ) -> Result<Option<PathBuf>, ImageError> {

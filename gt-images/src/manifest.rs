@@ -8,7 +8,7 @@
 //!    every patch component on every source line, unless the component says in `absent` why it
 //!    does not exist on that line; every alias.
 //! 3. A kernel name is `LINE(+COMPONENT)*` or an alias followed by more components; it is
-//!    resolved into a [`Variant`] by [`Manifest::variant`] (`compose.rs`).
+//!    resolved into a [`KernelBuild`] by [`Manifest::variant`] (`compose.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -190,7 +190,7 @@ impl Component {
 
 /// One buildable kernel: a line with its components resolved (see `compose.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variant {
+pub struct KernelBuild {
     pub name: String,
     pub source: String,
     pub description: String,
@@ -469,7 +469,7 @@ impl Manifest {
         self.components.iter().find(|c| c.name == name)
     }
 
-    pub fn source_of(&self, v: &Variant) -> &Source {
+    pub fn source_of(&self, v: &KernelBuild) -> &Source {
         // validate() guarantees every line's source exists, and variants come from lines.
         &self.sources[&v.source]
     }

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use super::apt;
 use super::kernel::BuiltKernel;
-use super::manifest::{Manifest, Source, Variant};
+use super::manifest::{KernelBuild, Manifest, Source};
 use super::util::{self, Ctx, Lock};
 use super::{sha256_file, ImageError};
 
@@ -85,7 +85,7 @@ fn modules_dir(root: &Path, release: &str) -> PathBuf {
 }
 
 /// Downloads and extracts the variant's packages (once) and returns its kernel.
-pub fn ensure(ctx: &Ctx, m: &Manifest, v: &Variant) -> Result<Prebuilt, ImageError> {
+pub fn ensure(ctx: &Ctx, m: &Manifest, v: &KernelBuild) -> Result<Prebuilt, ImageError> {
     let s = m.source_of(v);
     let Source::DebianPrebuilt {
         package,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::process::Guarded;
 use super::LaunchError;
-use gt_suite::{BackendKind, Suite, Variant};
+use gt_suite::{BackendKind, Cell, Suite};
 
 /// Where the backend's per-queue stats go (vhost-blk `--stats-file`).
 pub fn stats_file(run_dir: &Path) -> PathBuf {
@@ -33,7 +33,7 @@ pub fn subst(arg: &str, seed: u64, run_dir: &Path) -> String {
 /// The backend's argv, or `None` for `qemu-builtin`.
 pub fn argv(
     suite: &Suite,
-    variant: Option<&Variant>,
+    variant: Option<&Cell>,
     bin: Option<&Path>,
     socket: &Path,
     run_dir: &Path,

@@ -257,7 +257,7 @@ impl RunSpec {
     }
 }
 
-fn variant(spec: &RunSpec) -> Result<Option<&gt_suite::Variant>, LaunchError> {
+fn variant(spec: &RunSpec) -> Result<Option<&gt_suite::Cell>, LaunchError> {
     let suite = &spec.suite;
     match &spec.variant {
         Some(v) => Ok(Some(suite.variant(v).ok_or_else(|| {
@@ -342,7 +342,7 @@ type QemuPart = (
 
 fn run_with_socket(
     spec: &RunSpec,
-    variant: Option<&gt_suite::Variant>,
+    variant: Option<&gt_suite::Cell>,
     socket: &Path,
     initrd: &Path,
     qemu_version: &str,

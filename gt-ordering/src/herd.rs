@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::litmus::Verdict;
+use super::litmus::ExistsAnswer;
 use super::OrderingError;
 
 /// `gt-ordering/herd7.pin` (shell assignments), compiled in; ci/fetch-herd7.sh sources the same
@@ -50,7 +50,7 @@ pub struct Herd {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
     pub name: String,
-    pub verdict: Verdict,
+    pub verdict: ExistsAnswer,
     /// Executions where the `exists` clause holds / does not.
     pub positive: u64,
     pub negative: u64,
@@ -61,7 +61,7 @@ pub struct Observation {
 impl Observation {
     /// No execution reached the end (`Never 0 0`): a deadlock, or a test that says nothing.
     pub fn vacuous(&self) -> bool {
-        self.verdict == Verdict::Never && self.positive == 0 && self.negative == 0
+        self.verdict == ExistsAnswer::Never && self.positive == 0 && self.negative == 0
     }
 }
 
@@ -226,7 +226,7 @@ pub fn parse_output(text: &str) -> Result<Observation, String> {
         else {
             return Err(format!("cannot read herd7's line '{}'", line.trim()));
         };
-        let verdict = Verdict::parse(kind)
+        let verdict = ExistsAnswer::parse(kind)
             .ok_or_else(|| format!("herd7 answered '{kind}' (not Always, Sometimes or Never)"))?;
         let num = |s: &str| {
             s.parse::<u64>()
@@ -263,13 +263,13 @@ mod tests {
     fn reads_herd7s_answer() {
         let o = parse_output(SB).unwrap();
         assert_eq!(o.name, "SB+poonceonces");
-        assert_eq!(o.verdict, Verdict::Sometimes);
+        assert_eq!(o.verdict, ExistsAnswer::Sometimes);
         assert_eq!((o.positive, o.negative), (1, 3));
         assert!(!o.datarace && !o.vacuous());
         let o = parse_output("Flag data-race\nObservation t Never 0 0\n").unwrap();
         assert!(o.datarace && o.vacuous());
         let o = parse_output("Observation t Always 4 0\n").unwrap();
-        assert_eq!(o.verdict, Verdict::Always);
+        assert_eq!(o.verdict, ExistsAnswer::Always);
     }
 
     #[test]

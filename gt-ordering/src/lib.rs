@@ -37,7 +37,7 @@ pub mod selftest;
 pub mod table;
 
 use herd::Herd;
-use litmus::{Documented, Verdict};
+use litmus::{Documented, ExistsAnswer};
 use plan::{ModelOf, Plan};
 use selftest::SelfTest;
 
@@ -52,10 +52,10 @@ pub enum Answer {
 }
 
 impl Answer {
-    fn of(v: Verdict) -> Answer {
+    fn of(v: ExistsAnswer) -> Answer {
         match v {
-            Verdict::Never => Answer::Never,
-            Verdict::Sometimes | Verdict::Always => Answer::Sometimes,
+            ExistsAnswer::Never => Answer::Never,
+            ExistsAnswer::Sometimes | ExistsAnswer::Always => Answer::Sometimes,
         }
     }
 }
@@ -328,7 +328,7 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains("\"answer\":\"Sometimes\""), "{json}");
         assert_eq!(serde_json::from_str::<OrderingCheck>(&json).unwrap(), c);
-        assert_eq!(Answer::of(Verdict::Always), Answer::Sometimes);
+        assert_eq!(Answer::of(ExistsAnswer::Always), Answer::Sometimes);
     }
 
     #[test]

@@ -19,29 +19,29 @@
 
 /// herd7's three answers to an `exists` clause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Verdict {
+pub enum ExistsAnswer {
     Always,
     Sometimes,
     Never,
 }
 
-impl Verdict {
-    pub fn parse(word: &str) -> Option<Verdict> {
+impl ExistsAnswer {
+    pub fn parse(word: &str) -> Option<ExistsAnswer> {
         match word {
-            "Always" => Some(Verdict::Always),
-            "Sometimes" => Some(Verdict::Sometimes),
-            "Never" => Some(Verdict::Never),
+            "Always" => Some(ExistsAnswer::Always),
+            "Sometimes" => Some(ExistsAnswer::Sometimes),
+            "Never" => Some(ExistsAnswer::Never),
             _ => None,
         }
     }
 }
 
-impl std::fmt::Display for Verdict {
+impl std::fmt::Display for ExistsAnswer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Verdict::Always => "Always",
-            Verdict::Sometimes => "Sometimes",
-            Verdict::Never => "Never",
+            ExistsAnswer::Always => "Always",
+            ExistsAnswer::Sometimes => "Sometimes",
+            ExistsAnswer::Never => "Never",
         })
     }
 }
@@ -49,7 +49,7 @@ impl std::fmt::Display for Verdict {
 /// A header's `Result:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Documented {
-    Answer(Verdict),
+    Answer(ExistsAnswer),
     /// No execution completes (herd7: `Never 0 0`).
     Deadlock,
     /// Anything goes (the LKMM's scripts accept every answer).
@@ -122,7 +122,7 @@ fn read_field(h: &mut Header, text: &str) -> Result<(), String> {
                 "DEADLOCK" => Documented::Deadlock,
                 "Maybe" => Documented::Maybe,
                 _ => Documented::Answer(
-                    Verdict::parse(w).ok_or_else(|| format!("unknown Result: '{w}'"))?,
+                    ExistsAnswer::parse(w).ok_or_else(|| format!("unknown Result: '{w}'"))?,
                 ),
             });
             h.datarace = words.any(|w| w == "DATARACE");
@@ -146,7 +146,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(h.name, "SB+poonceonces");
-        assert_eq!(h.result, Some(Documented::Answer(Verdict::Sometimes)));
+        assert_eq!(h.result, Some(Documented::Answer(ExistsAnswer::Sometimes)));
         assert!(!h.datarace && h.path.is_none() && h.supersedes.is_empty());
         let h = parse_header(
             "C t\n(*\n * Result: Never\n * Path: sched-dispatch (mq-deadline)\n * Supersedes: base seed000\n * Supersedes: more\n * Result: Sometimes\n *)\n",
@@ -154,14 +154,14 @@ mod tests {
         .unwrap();
         assert_eq!(
             h.result,
-            Some(Documented::Answer(Verdict::Never)),
+            Some(Documented::Answer(ExistsAnswer::Never)),
             "the first Result counts"
         );
         assert_eq!(h.path.as_deref(), Some("sched-dispatch"));
         assert_eq!(h.supersedes, ["base", "seed000", "more"]);
         let h = parse_header("C d\n(* Result: Sometimes DATARACE *)\n").unwrap();
         assert!(h.datarace);
-        assert_eq!(h.result, Some(Documented::Answer(Verdict::Sometimes)));
+        assert_eq!(h.result, Some(Documented::Answer(ExistsAnswer::Sometimes)));
         assert_eq!(
             parse_header("C d\n(* Result: DEADLOCK *)").unwrap().result,
             Some(Documented::Deadlock)

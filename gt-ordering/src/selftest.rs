@@ -139,10 +139,10 @@ pub fn selftest(
 
 #[cfg(test)]
 mod tests {
-    use super::super::litmus::Verdict;
+    use super::super::litmus::ExistsAnswer;
     use super::*;
 
-    fn obs(v: Verdict, p: u64, n: u64, race: bool) -> Observation {
+    fn obs(v: ExistsAnswer, p: u64, n: u64, race: bool) -> Observation {
         Observation {
             name: "t".into(),
             verdict: v,
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn judges_as_the_kernels_script_does() {
-        use Verdict::*;
+        use ExistsAnswer::*;
         assert!(judge(&h("Result: Never"), &obs(Never, 0, 3, false)));
         assert!(!judge(&h("Result: Never"), &obs(Sometimes, 1, 3, false)));
         assert!(!judge(&h("Result: Sometimes"), &obs(Never, 0, 3, false)));

@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BackendKind, Device, Suite, SuiteError, SuiteSpec, Variant};
+use super::{BackendKind, Cell, Device, Suite, SuiteError, SuiteSpec};
 
 /// `[grid]`: every `num_queues` with every `running_cpus` (rule 4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +66,7 @@ pub fn expand_grid(spec: &mut SuiteSpec) -> Result<(), String> {
     let mut variants = Vec::new();
     for &q in &g.num_queues {
         for &c in &g.running_cpus {
-            variants.push(Variant {
+            variants.push(Cell {
                 name: cell_name(q, c),
                 backend_args: Vec::new(),
                 builtin_latency_ns: None,
@@ -126,7 +126,7 @@ pub fn expand_sweep(spec: &mut SuiteSpec) -> Result<(), String> {
     spec.variants = sw
         .values
         .iter()
-        .map(|&v| Variant {
+        .map(|&v| Cell {
             name: fill(&sw.name, v),
             backend_args: sw.backend_args.iter().map(|a| fill(a, v)).collect(),
             builtin_latency_ns: None,
@@ -162,7 +162,7 @@ impl SuiteSpec {
     }
 
     /// This suite with `v`'s overrides (rule 1); `smp` and `expect_hctx` follow (rule 2).
-    fn with_overrides(&self, v: &Variant) -> SuiteSpec {
+    fn with_overrides(&self, v: &Cell) -> SuiteSpec {
         let mut s = self.clone();
         if let Some(q) = v.num_queues {
             s.num_queues = q;

@@ -137,7 +137,7 @@ impl Default for BuiltinSettings {
 /// One point of a sweep: extra backend arguments (appended) and built-in latency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Variant {
+pub struct Cell {
     pub name: String,
     #[serde(default)]
     pub backend_args: Vec<String>,
@@ -217,7 +217,7 @@ pub struct SuiteSpec {
     /// Name and unit of the sweep axis, e.g. `msix_latency_us`.
     pub sweep_param: Option<String>,
     #[serde(default)]
-    pub variants: Vec<Variant>,
+    pub variants: Vec<Cell>,
     /// A grid of cells (every `num_queues` x every `running_cpus`), expanded into `variants`
     /// named `q<queues>-c<cpus>` on the `hw_queues` axis when the suite is loaded.
     pub grid: Option<cells::Grid>,
@@ -387,7 +387,7 @@ impl Suite {
     }
 
     /// The variants to run: the declared sweep, or one unnamed default.
-    pub fn variants(&self) -> Vec<Option<&Variant>> {
+    pub fn variants(&self) -> Vec<Option<&Cell>> {
         if self.spec.variants.is_empty() {
             vec![None]
         } else {
@@ -396,7 +396,7 @@ impl Suite {
     }
 
     /// Looks a variant up by name.
-    pub fn variant(&self, name: &str) -> Option<&Variant> {
+    pub fn variant(&self, name: &str) -> Option<&Cell> {
         self.spec.variants.iter().find(|v| v.name == name)
     }
 }

@@ -1,5 +1,5 @@
 //! One bisection as one line of experiments/exp-bisect.sh's `runs.tsv`
-//! (docs/results/bisect/runs.tsv), from its `bisect.json` read as the [`Outcome`] that
+//! (docs/results/bisect/runs.tsv), from its `bisect.json` read as the [`BisectOutcome`] that
 //! `bisect` wrote. `lab table bisect-run` prints it.
 //!
 //! Contract:
@@ -21,7 +21,7 @@ use std::path::Path;
 
 use gt_report::pyfmt::repr;
 use gt_results::metrics::median_sorted;
-use guest_tests::bisect::search::{Answer, Outcome};
+use guest_tests::bisect::search::{BisectAnswer, BisectOutcome};
 
 /// The header line of runs.tsv (rule 1).
 pub const HEADER: &str = "run\tseed\tposition\tcandidates\tfound\tverdict\tdecided_steps\tskipped\tboots_per_step\tmedian_boots\twall_per_step_s\ttotal_wall_s\tdrift";
@@ -40,7 +40,7 @@ pub struct RunFacts {
 }
 
 /// Reads a `bisect.json`; the error names the file.
-pub fn read_outcome(path: &Path) -> Result<Outcome, String> {
+pub fn read_outcome(path: &Path) -> Result<BisectOutcome, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -64,11 +64,11 @@ fn joined<T: ToString>(v: impl IntoIterator<Item = T>) -> String {
 }
 
 /// The run's line of runs.tsv, without its newline (rule 1).
-pub fn summary_line(o: &Outcome, f: &RunFacts) -> String {
+pub fn summary_line(o: &BisectOutcome, f: &RunFacts) -> String {
     let found = match &o.answer {
-        Answer::Found { id, .. } => id.as_str(),
-        Answer::Ambiguous { .. } => "ambiguous",
-        Answer::Stopped { .. } => "stopped",
+        BisectAnswer::Found { id, .. } => id.as_str(),
+        BisectAnswer::Ambiguous { .. } => "ambiguous",
+        BisectAnswer::Stopped { .. } => "stopped",
     };
     let decided = o.decided_steps();
     let boots: Vec<usize> = o.steps.iter().map(|s| s.values.len()).collect();
@@ -97,10 +97,10 @@ pub fn summary_line(o: &Outcome, f: &RunFacts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use guest_tests::bisect::search::{BisectPlan, Candidate, Drift, Step, Verdict};
-    use guest_tests::bisect::{Class, Sample};
+    use guest_tests::bisect::search::{BisectPlan, Candidate, Drift, Mark, Step};
+    use guest_tests::bisect::{Sample, StepClass};
 
-    fn step(cand: usize, n: usize, verdict: Verdict, wall_s: f64) -> Step {
+    fn step(cand: usize, n: usize, verdict: Mark, wall_s: f64) -> Step {
         Step {
             cand,
             id: format!("{cand:040x}"),
@@ -115,8 +115,8 @@ mod tests {
         }
     }
 
-    fn outcome(steps: Vec<Step>, answer: Answer, drift: Option<bool>) -> Outcome {
-        Outcome {
+    fn outcome(steps: Vec<Step>, answer: BisectAnswer, drift: Option<bool>) -> BisectOutcome {
+        BisectOutcome {
             candidates: (0..8)
                 .map(|i| Candidate {
                     id: format!("{i:040x}"),
@@ -130,8 +130,8 @@ mod tests {
             drift: drift.map(|drifted| Drift {
                 good_again: vec![0.0],
                 bad_again: vec![1.0],
-                good_class: Class::Good,
-                bad_class: Class::Bad,
+                good_class: StepClass::Good,
+                bad_class: StepClass::Bad,
                 drifted,
             }),
             answer,
@@ -150,8 +150,8 @@ mod tests {
         }
     }
 
-    fn found(cand: usize) -> Answer {
-        Answer::Found {
+    fn found(cand: usize) -> BisectAnswer {
+        BisectAnswer::Found {
             cand,
             id: format!("{cand:040x}"),
             subject: format!("commit {cand}"),
@@ -162,9 +162,9 @@ mod tests {
     fn a_found_answer_is_checked_against_the_full_secret() {
         let o = outcome(
             vec![
-                step(4, 2, Verdict::Bad, 93.4999),
-                step(2, 3, Verdict::Good, 80.5),
-                step(3, 6, Verdict::Skip, 81.5),
+                step(4, 2, Mark::Bad, 93.4999),
+                step(2, 3, Mark::Good, 80.5),
+                step(3, 6, Mark::Skip, 81.5),
             ],
             found(4),
             Some(false),
@@ -182,10 +182,7 @@ mod tests {
     #[test]
     fn an_even_number_of_steps_has_a_float_median() {
         let o = outcome(
-            vec![
-                step(4, 2, Verdict::Bad, 1.0),
-                step(2, 3, Verdict::Good, 2.0),
-            ],
+            vec![step(4, 2, Mark::Bad, 1.0), step(2, 3, Mark::Good, 2.0)],
             found(4),
             Some(true),
         );
@@ -195,10 +192,7 @@ mod tests {
             "run-7-1\t7\t5\t8\t000000000000\tWRONG\t2\t0\t2,3\t2.5\t1,2\t1234\tTrue"
         );
         let o = outcome(
-            vec![
-                step(4, 2, Verdict::Bad, 1.0),
-                step(2, 2, Verdict::Good, 2.0),
-            ],
+            vec![step(4, 2, Mark::Bad, 1.0), step(2, 2, Mark::Good, 2.0)],
             found(4),
             None,
         );
@@ -209,7 +203,7 @@ mod tests {
     fn answers_without_an_id_print_their_kind() {
         let stopped = outcome(
             vec![],
-            Answer::Stopped {
+            BisectAnswer::Stopped {
                 why: "references do not separate".into(),
             },
             None,
@@ -219,8 +213,8 @@ mod tests {
             "run-7-1\t7\t5\t8\tstopped\tWRONG\t0\t0\t\t-\t\t1234\tNone"
         );
         let amb = outcome(
-            vec![step(3, 6, Verdict::Skip, 10.0)],
-            Answer::Ambiguous { cands: vec![3, 4] },
+            vec![step(3, 6, Mark::Skip, 10.0)],
+            BisectAnswer::Ambiguous { cands: vec![3, 4] },
             Some(false),
         );
         assert_eq!(
@@ -243,7 +237,7 @@ mod tests {
 
     #[test]
     fn what_bisect_writes_reads_back() {
-        let o = outcome(vec![step(4, 2, Verdict::Bad, 5.0)], found(4), Some(false));
+        let o = outcome(vec![step(4, 2, Mark::Bad, 5.0)], found(4), Some(false));
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("bisect.json");
         std::fs::write(&p, serde_json::to_vec_pretty(&o).unwrap()).unwrap();

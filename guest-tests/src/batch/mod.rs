@@ -32,7 +32,9 @@ pub mod slurm;
 mod submit;
 
 pub use collect::{collect, lost_status};
-pub use submit::{check_slurm, dry_run_argv, run_one, sbatch_argv, submit, Outcome, Submitted};
+pub use submit::{
+    check_slurm, dry_run_argv, run_one, sbatch_argv, submit, SubmitOutcome, Submitted,
+};
 
 /// The executor's own files, under the matrix directory.
 pub const SLURM_DIR: &str = "slurm";

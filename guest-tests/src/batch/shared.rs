@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::slurm::NodeRow;
+use super::slurm::SlurmNode;
 
 /// Filesystems that several machines mount (statfs `f_type` magic numbers, linux/magic.h and
 /// the filesystems' own headers).
@@ -76,7 +76,7 @@ fn fs_name(t: i64) -> String {
 }
 
 /// True when `node` is this machine.
-pub fn is_this_host(node: &NodeRow, hostname: &str) -> bool {
+pub fn is_this_host(node: &SlurmNode, hostname: &str) -> bool {
     let short = hostname.split('.').next().unwrap_or(hostname);
     [&node.name, &node.hostname, &node.addr].iter().any(|n| {
         let n = n.as_str();
@@ -91,7 +91,7 @@ pub fn is_this_host(node: &NodeRow, hostname: &str) -> bool {
 /// Checks rule 1 and 2 for each `(what, path, fs type)`; the error names the first path that
 /// the nodes cannot see.
 pub fn check(
-    nodes: &[NodeRow],
+    nodes: &[SlurmNode],
     hostname: &str,
     paths: &[(String, &Path, Option<i64>)],
 ) -> Result<(), String> {
@@ -122,8 +122,8 @@ pub fn check(
 mod tests {
     use super::*;
 
-    fn node(name: &str, host: &str) -> NodeRow {
-        NodeRow {
+    fn node(name: &str, host: &str) -> SlurmNode {
+        SlurmNode {
             name: name.into(),
             hostname: host.into(),
             addr: host.into(),

@@ -312,7 +312,7 @@ pub fn parse_sbatch(text: &str) -> Option<String> {
 
 /// One node of a partition: its Slurm name, host name and address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRow {
+pub struct SlurmNode {
     pub name: String,
     pub hostname: String,
     pub addr: String,
@@ -321,11 +321,11 @@ pub struct NodeRow {
 }
 
 /// `sinfo -h -N -o '%N|%n|%o|%P|%T'`; the default partition carries a `*`, removed here.
-pub fn parse_sinfo_nodes(text: &str) -> Vec<NodeRow> {
+pub fn parse_sinfo_nodes(text: &str) -> Vec<SlurmNode> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.trim().split('|').collect();
-            (f.len() >= 5 && !f[0].is_empty()).then(|| NodeRow {
+            (f.len() >= 5 && !f[0].is_empty()).then(|| SlurmNode {
                 name: f[0].to_string(),
                 hostname: f[1].to_string(),
                 addr: f[2].to_string(),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::slurm::{self, parse_sinfo_nodes, NodeRow, SlurmError};
+use super::slurm::{self, parse_sinfo_nodes, SlurmError, SlurmNode};
 use super::{
     io_err, plan_tasks, read_json, scheduler_info, shared, write_json, BatchError, SlurmOptions,
     TaskDone, TaskFile, SLURM_DIR,
@@ -54,7 +54,7 @@ fn input(e: SlurmError) -> BatchError {
 fn preflight(
     cfg: &MatrixConfig,
     opts: &SlurmOptions,
-) -> Result<(String, Vec<NodeRow>), BatchError> {
+) -> Result<(String, Vec<SlurmNode>), BatchError> {
     check_slurm(&cfg.out, cfg.boot.host.backend_bin.as_deref(), opts)
 }
 
@@ -65,7 +65,7 @@ pub fn check_slurm(
     out: &Path,
     backend_bin: Option<&Path>,
     opts: &SlurmOptions,
-) -> Result<(String, Vec<NodeRow>), BatchError> {
+) -> Result<(String, Vec<SlurmNode>), BatchError> {
     for prog in ["sbatch", "squeue", "sinfo"] {
         if !on_path(prog) {
             return Err(BatchError::Input(format!(
@@ -94,7 +94,7 @@ pub fn check_slurm(
             ))
         })?,
     };
-    let nodes: Vec<NodeRow> =
+    let nodes: Vec<SlurmNode> =
         parse_sinfo_nodes(&slurm::run("sinfo", &slurm::sinfo_args()).map_err(input)?)
             .into_iter()
             .filter(|n| n.partition == partition)
@@ -192,7 +192,7 @@ fn sh_quote(s: &str) -> String {
 
 /// What happened to a submission.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum SubmitOutcome {
     Detached(Submitted),
     Finished(Index),
 }
@@ -203,7 +203,7 @@ pub fn submit(
     cfg: &MatrixConfig,
     opts: &SlurmOptions,
     say: &mut dyn FnMut(String),
-) -> Result<Outcome, BatchError> {
+) -> Result<SubmitOutcome, BatchError> {
     let mut cfg = cfg.clone();
     cfg.out = absolute(&cfg.out);
     let (partition, nodes) = preflight(&cfg, opts)?;
@@ -263,9 +263,9 @@ pub fn submit(
         }
     ));
     if opts.detach {
-        return Ok(Outcome::Detached(sub));
+        return Ok(SubmitOutcome::Detached(sub));
     }
-    super::collect(&cfg.out, opts.poll, say).map(Outcome::Finished)
+    super::collect(&cfg.out, opts.poll, say).map(SubmitOutcome::Finished)
 }
 
 /// `<dir>/array.sh`, the array job's script: task K runs `guest-tests run-one OUT K` with this

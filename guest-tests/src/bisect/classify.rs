@@ -60,7 +60,7 @@ impl Default for ClassifierPlan {
 /// What one look says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Class {
+pub enum StepClass {
     Good,
     Bad,
     /// Boot again.
@@ -218,21 +218,21 @@ impl Classifier {
     }
 
     /// The look after `xs` (rules 4 and 5).
-    pub fn look(&self, xs: &[f64]) -> Class {
+    pub fn look(&self, xs: &[f64]) -> StepClass {
         let n = xs.len();
         let l = self.llr(xs);
         if n >= self.plan.min_boots {
             if l >= self.upper {
-                return Class::Bad;
+                return StepClass::Bad;
             }
             if l <= self.lower {
-                return Class::Good;
+                return StepClass::Good;
             }
         }
         if n >= self.plan.max_boots {
-            Class::Undecided
+            StepClass::Undecided
         } else {
-            Class::Continue
+            StepClass::Continue
         }
     }
 }
@@ -243,12 +243,12 @@ mod tests {
 
     use super::*;
 
-    fn until_decided(c: &Classifier, mut draw: impl FnMut() -> f64) -> (Class, usize) {
+    fn until_decided(c: &Classifier, mut draw: impl FnMut() -> f64) -> (StepClass, usize) {
         let mut xs = Vec::new();
         loop {
             xs.push(draw());
             match c.look(&xs) {
-                Class::Continue => continue,
+                StepClass::Continue => continue,
                 d => return (d, xs.len()),
             }
         }
@@ -262,17 +262,21 @@ mod tests {
         let plan = ClassifierPlan::default();
         assert!(separation(&good, &bad, &plan, 1).is_none());
         let c = Classifier::new(&good, &bad, plan);
-        assert_eq!(c.look(&[0.0]), Class::Continue, "one boot never decides");
-        assert_eq!(c.look(&[0.0, 0.0]), Class::Good);
-        assert_eq!(c.look(&[12.0, 9.5]), Class::Bad);
+        assert_eq!(
+            c.look(&[0.0]),
+            StepClass::Continue,
+            "one boot never decides"
+        );
+        assert_eq!(c.look(&[0.0, 0.0]), StepClass::Good);
+        assert_eq!(c.look(&[12.0, 9.5]), StepClass::Bad);
         // A candidate at the point of no evidence is never decided: undecided at the budget.
         // With the good end's spread at its floor that point is near the good end, not halfway.
         let x0 = c.indifference_point().unwrap();
         assert!(x0 > 0.0 && x0 < 11.1 / 2.0, "{x0}");
         assert!(c.llr_one(x0).abs() < 1e-9);
         let mid = vec![x0; plan.max_boots];
-        assert_eq!(c.look(&mid[..3]), Class::Continue);
-        assert_eq!(c.look(&mid), Class::Undecided);
+        assert_eq!(c.look(&mid[..3]), StepClass::Continue);
+        assert_eq!(c.look(&mid), StepClass::Undecided);
         // One wild boot is clipped: it counts as the bad mean, and a boot below the good end
         // counts as the good mean.
         assert_eq!(c.llr_one(1e9), c.llr_one(c.bad.mean));
@@ -294,8 +298,8 @@ mod tests {
         assert!(separation(&good8, &bad8, &plan, 2).is_none());
         // And a step then needs 2 boots either way.
         let c = Classifier::new(&good8, &bad8, plan);
-        assert_eq!(c.look(&[0.0, 0.0]), Class::Good);
-        assert_eq!(c.look(&[6.0, 7.0]), Class::Bad);
+        assert_eq!(c.look(&[0.0, 0.0]), StepClass::Good);
+        assert_eq!(c.look(&[6.0, 7.0]), StepClass::Bad);
         assert!(c.expected_llr(false) < 0.0 && c.expected_llr(true) > 0.0);
     }
 
@@ -354,8 +358,8 @@ mod tests {
             let (d, n) = until_decided(&c, || rng.normal(m, sd));
             boots += n;
             match (d, truth_bad) {
-                (Class::Bad, false) | (Class::Good, true) => wrong += 1,
-                (Class::Undecided, _) => undecided += 1,
+                (StepClass::Bad, false) | (StepClass::Good, true) => wrong += 1,
+                (StepClass::Undecided, _) => undecided += 1,
                 _ => {}
             }
         }

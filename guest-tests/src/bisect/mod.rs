@@ -7,7 +7,7 @@
 //!
 //! Rules:
 //! 1. Files in the output directory: `journal.json` (every build and boot, saved after each;
-//!    a second run with the same arguments resumes from it), `bisect.json` (the [`Outcome`]),
+//!    a second run with the same arguments resumes from it), `bisect.json` (the [`BisectOutcome`]),
 //!    `bisect.log` (`git bisect log` form), `bisect.md` (the steps with their measurements),
 //!    `refs/`, `steps/`, `builds/`.
 //! 2. A journal from other arguments (candidates, suite, metric, plan) is refused, nothing is
@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use classify::{Class, Classifier, ClassifierPlan, Sample};
-pub use search::{Answer, BisectPlan, Candidate, Event, Outcome, Verdict};
+pub use classify::{Classifier, ClassifierPlan, Sample, StepClass};
+pub use search::{BisectAnswer, BisectOutcome, BisectPlan, Candidate, Event, Mark};
 
 use gt_images::spec::KernelSpec;
 
@@ -109,7 +109,7 @@ pub fn saved_events(out: &Path, cfg: &BisectConfig) -> Result<Vec<Event>, Bisect
 }
 
 /// Runs or resumes the bisection; writes the files of rule 1.
-pub fn run(cfg: &BisectConfig) -> Result<Outcome, BisectError> {
+pub fn run(cfg: &BisectConfig) -> Result<BisectOutcome, BisectError> {
     let events = saved_events(&cfg.out, cfg)?;
     if !events.is_empty() {
         println!(
@@ -152,7 +152,7 @@ fn fmt_ci(s: &search::Step) -> String {
 }
 
 /// The Markdown account of a bisection.
-pub fn markdown(o: &Outcome, metric: &str) -> String {
+pub fn markdown(o: &BisectOutcome, metric: &str) -> String {
     let mut t = String::from("# Bisection\n\n");
     let g = Sample::of(&o.good_refs);
     let b = Sample::of(&o.bad_refs);
@@ -210,10 +210,10 @@ pub fn markdown(o: &Outcome, metric: &str) -> String {
 }
 
 /// One line: what was found.
-pub fn answer_line(o: &Outcome) -> String {
+pub fn answer_line(o: &BisectOutcome) -> String {
     match &o.answer {
-        Answer::Found { id, subject, .. } => format!("first bad: {id} {subject}"),
-        Answer::Ambiguous { cands } => format!(
+        BisectAnswer::Found { id, subject, .. } => format!("first bad: {id} {subject}"),
+        BisectAnswer::Ambiguous { cands } => format!(
             "first bad is one of: {}",
             cands
                 .iter()
@@ -221,11 +221,11 @@ pub fn answer_line(o: &Outcome) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Answer::Stopped { why } => format!("stopped: {why}"),
+        BisectAnswer::Stopped { why } => format!("stopped: {why}"),
     }
 }
 
-fn write_outcome(out: &Path, o: &Outcome, metric: &str) -> Result<(), BisectError> {
+fn write_outcome(out: &Path, o: &BisectOutcome, metric: &str) -> Result<(), BisectError> {
     let w = |name: &str, data: Vec<u8>| {
         let p = out.join(name);
         std::fs::write(&p, data).map_err(|e| io(&p, e))
@@ -270,10 +270,10 @@ pub fn judge(
             c.llr(&xs)
         );
         match c.look(&xs) {
-            Class::Good => return (0, format!("good: {what}")),
-            Class::Bad => return (1, format!("bad: {what}")),
-            Class::Undecided => return (125, format!("undecided: {what}")),
-            Class::Continue => {}
+            StepClass::Good => return (0, format!("good: {what}")),
+            StepClass::Bad => return (1, format!("bad: {what}")),
+            StepClass::Undecided => return (125, format!("undecided: {what}")),
+            StepClass::Continue => {}
         }
     }
 }

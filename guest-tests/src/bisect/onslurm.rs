@@ -46,8 +46,8 @@ pub fn boot(
         ..o.clone()
     };
     match batch::submit(&cfg, &o, &mut |l| println!("    slurm: {l}")) {
-        Ok(batch::Outcome::Finished(_)) => {}
-        Ok(batch::Outcome::Detached(_)) => {
+        Ok(batch::SubmitOutcome::Finished(_)) => {}
+        Ok(batch::SubmitOutcome::Detached(_)) => {
             return Err(Failure::Abort("the Slurm job was detached".into()))
         }
         Err(e @ BatchError::Input(_)) => return Err(Failure::Abort(e.to_string())),

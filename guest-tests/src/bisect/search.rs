@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::classify::{separation, Class, Classifier, ClassifierPlan, Sample};
+use super::classify::{separation, Classifier, ClassifierPlan, Sample, StepClass};
 
 /// One kernel to test: a commit (id = its sha) or a prefix of a patch series.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,18 +99,18 @@ impl Default for BisectPlan {
 /// A step's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum Mark {
     Good,
     Bad,
     Skip,
 }
 
-impl Verdict {
+impl Mark {
     pub fn word(self) -> &'static str {
         match self {
-            Verdict::Good => "good",
-            Verdict::Bad => "bad",
-            Verdict::Skip => "skip",
+            Mark::Good => "good",
+            Mark::Bad => "bad",
+            Mark::Skip => "skip",
         }
     }
 }
@@ -125,7 +125,7 @@ pub struct Step {
     pub sample: Sample,
     pub ci95: Option<f64>,
     pub llr: f64,
-    pub verdict: Verdict,
+    pub verdict: Mark,
     pub reason: String,
     pub wall_s: f64,
 }
@@ -135,15 +135,15 @@ pub struct Step {
 pub struct Drift {
     pub good_again: Vec<f64>,
     pub bad_again: Vec<f64>,
-    pub good_class: Class,
-    pub bad_class: Class,
+    pub good_class: StepClass,
+    pub bad_class: StepClass,
     pub drifted: bool,
 }
 
 /// What the bisection found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Answer {
+pub enum BisectAnswer {
     /// The first bad candidate.
     Found {
         cand: usize,
@@ -158,24 +158,24 @@ pub enum Answer {
 
 /// The whole record (`bisect.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
+pub struct BisectOutcome {
     pub candidates: Vec<Candidate>,
     pub good_refs: Vec<f64>,
     pub bad_refs: Vec<f64>,
     pub classifier: Option<Classifier>,
     pub steps: Vec<Step>,
     pub drift: Option<Drift>,
-    pub answer: Answer,
+    pub answer: BisectAnswer,
     pub log: Vec<String>,
     pub plan: BisectPlan,
 }
 
-impl Outcome {
+impl BisectOutcome {
     /// Steps that ended good or bad.
     pub fn decided_steps(&self) -> usize {
         self.steps
             .iter()
-            .filter(|s| s.verdict != Verdict::Skip)
+            .filter(|s| s.verdict != Mark::Skip)
             .count()
     }
 }
@@ -295,7 +295,7 @@ pub fn bisect<L: Lab>(
     lab: &mut L,
     journal: Vec<Event>,
     save: &mut dyn FnMut(&[Event]),
-) -> Result<Outcome, SearchError> {
+) -> Result<BisectOutcome, SearchError> {
     let n = cands.len();
     if n < 2 {
         return Err(SearchError::TooFew(n));
@@ -308,19 +308,22 @@ pub fn bisect<L: Lab>(
         save,
     };
     let mut log = vec!["git bisect start".to_string()];
-    let mut out = Outcome {
+    let mut out = BisectOutcome {
         candidates: cands.to_vec(),
         good_refs: vec![],
         bad_refs: vec![],
         classifier: None,
         steps: vec![],
         drift: None,
-        answer: Answer::Stopped { why: String::new() },
+        answer: BisectAnswer::Stopped { why: String::new() },
         log: vec![],
         plan,
     };
-    let stop = |mut out: Outcome, log: Vec<String>, why: String| -> Result<Outcome, SearchError> {
-        out.answer = Answer::Stopped { why };
+    let stop = |mut out: BisectOutcome,
+                log: Vec<String>,
+                why: String|
+     -> Result<BisectOutcome, SearchError> {
+        out.answer = BisectAnswer::Stopped { why };
         out.log = log;
         Ok(out)
     };
@@ -349,9 +352,9 @@ pub fn bisect<L: Lab>(
     while let Some(c) = next_candidate(lo, hi, &skipped) {
         let step = run_step(&mut rec, &cl, plan, &cands[c], c, out.steps.len() + 1)?;
         match step.verdict {
-            Verdict::Good => lo = c,
-            Verdict::Bad => hi = c,
-            Verdict::Skip => skipped.push(c),
+            Mark::Good => lo = c,
+            Mark::Bad => hi = c,
+            Mark::Skip => skipped.push(c),
         }
         log_line(&mut log, step.verdict.word(), &cands[c]);
         out.steps.push(step);
@@ -371,7 +374,7 @@ pub fn bisect<L: Lab>(
 /// `Ok(Err(why))`: a reference boot failed; `Ok(Ok(Some(why)))`: the ends do not separate.
 fn boot_references<L: Lab>(
     rec: &mut Recorder<'_, L>,
-    out: &mut Outcome,
+    out: &mut BisectOutcome,
     plan: BisectPlan,
     g: usize,
     b: usize,
@@ -426,31 +429,31 @@ fn run_step<L: Lab>(
     let t0 = rec.lab.now();
     let mut values = Vec::new();
     let (verdict, reason) = match rec.build(c)? {
-        Err(why) => (Verdict::Skip, format!("build failed: {why}")),
+        Err(why) => (Mark::Skip, format!("build failed: {why}")),
         Ok(()) => loop {
             match rec.boot(c)? {
-                Err(why) => break (Verdict::Skip, format!("boot failed: {why}")),
+                Err(why) => break (Mark::Skip, format!("boot failed: {why}")),
                 Ok(v) => values.push(v),
             }
             match cl.look(&values) {
-                Class::Good => break (Verdict::Good, String::new()),
-                Class::Bad => break (Verdict::Bad, String::new()),
-                Class::Undecided => {
+                StepClass::Good => break (Mark::Good, String::new()),
+                StepClass::Bad => break (Mark::Bad, String::new()),
+                StepClass::Undecided => {
                     break (
-                        Verdict::Skip,
+                        Mark::Skip,
                         format!("undecided after {} boots", values.len()),
                     )
                 }
-                Class::Continue if rec.lab.now() - t0 >= plan.step_budget_s => {
+                StepClass::Continue if rec.lab.now() - t0 >= plan.step_budget_s => {
                     break (
-                        Verdict::Skip,
+                        Mark::Skip,
                         format!(
                             "undecided when the step budget of {} s was spent",
                             plan.step_budget_s
                         ),
                     )
                 }
-                Class::Continue => {}
+                StepClass::Continue => {}
             }
         },
     };
@@ -502,7 +505,7 @@ fn remeasure_ends<L: Lab>(
         }
     }
     for (end, vals) in [(g, &mut ga), (b, &mut ba)] {
-        while cl.look(vals) == Class::Continue {
+        while cl.look(vals) == StepClass::Continue {
             match rec.boot(end)? {
                 Ok(v) => vals.push(v),
                 Err(_) => break,
@@ -515,7 +518,7 @@ fn remeasure_ends<L: Lab>(
         bad_again: ba,
         good_class: gc,
         bad_class: bc,
-        drifted: gc != Class::Good || bc != Class::Bad,
+        drifted: gc != StepClass::Good || bc != StepClass::Bad,
     })
 }
 
@@ -527,7 +530,7 @@ fn answer(
     hi: usize,
     skipped: &[usize],
     log: &mut Vec<String>,
-) -> Answer {
+) -> BisectAnswer {
     let between: Vec<usize> = skipped
         .iter()
         .copied()
@@ -538,7 +541,7 @@ fn answer(
             "# first bad commit: [{}] {}",
             cands[hi].id, cands[hi].subject
         ));
-        return Answer::Found {
+        return BisectAnswer::Found {
             cand: hi,
             id: cands[hi].id.clone(),
             subject: cands[hi].subject.clone(),
@@ -554,5 +557,5 @@ fn answer(
             cands[*c].id, cands[*c].subject
         ));
     }
-    Answer::Ambiguous { cands: all }
+    BisectAnswer::Ambiguous { cands: all }
 }

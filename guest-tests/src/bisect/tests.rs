@@ -3,7 +3,7 @@
 
 use gt_stats::testing::Rng;
 
-use super::classify::Class;
+use super::classify::StepClass;
 use super::search::*;
 
 /// Candidates >= `culprit` read like the bad kernel. Time advances by `build_s` per real build
@@ -97,7 +97,7 @@ fn cands(n: usize) -> Vec<Candidate> {
         .collect()
 }
 
-fn run(lab: &mut Synth, n: usize, plan: BisectPlan) -> Outcome {
+fn run(lab: &mut Synth, n: usize, plan: BisectPlan) -> BisectOutcome {
     bisect(&cands(n), plan, lab, vec![], &mut |_| {}).unwrap()
 }
 
@@ -121,14 +121,14 @@ fn finds_the_culprit_at_every_position_within_the_step_and_boot_goals() {
     for culprit in 1..n {
         let mut lab = Synth::new(culprit, culprit as u64);
         let o = run(&mut lab, n, BisectPlan::default());
-        if let Answer::Stopped { why } = &o.answer {
+        if let BisectAnswer::Stopped { why } = &o.answer {
             assert!(why.contains("do not separate"), "{why}");
             stopped += 1;
             continue;
         }
         assert_eq!(
             o.answer,
-            Answer::Found {
+            BisectAnswer::Found {
                 cand: culprit,
                 id: format!("{culprit:040x}"),
                 subject: format!("commit {culprit}")
@@ -163,7 +163,7 @@ fn works_with_noisy_good_references_too() {
         lab.good = (3.0, 1.0);
         let o = run(&mut lab, 32, BisectPlan::default());
         assert!(
-            matches!(o.answer, Answer::Found { cand, .. } if cand == culprit),
+            matches!(o.answer, BisectAnswer::Found { cand, .. } if cand == culprit),
             "{:?}",
             o.answer
         );
@@ -178,18 +178,18 @@ fn build_and_boot_failures_are_skipped_and_logged() {
     lab.unbootable = vec![18];
     let o = run(&mut lab, 32, BisectPlan::default());
     assert!(
-        matches!(o.answer, Answer::Found { cand: 20, .. }),
+        matches!(o.answer, BisectAnswer::Found { cand: 20, .. }),
         "{:?}",
         o.answer
     );
     let skipped: Vec<usize> = o
         .steps
         .iter()
-        .filter(|s| s.verdict == Verdict::Skip)
+        .filter(|s| s.verdict == Mark::Skip)
         .map(|s| s.cand)
         .collect();
     assert_eq!(skipped, [23, 18]);
-    for s in o.steps.iter().filter(|s| s.verdict == Verdict::Skip) {
+    for s in o.steps.iter().filter(|s| s.verdict == Mark::Skip) {
         assert!(o.log.contains(&format!("git bisect skip {}", s.id)));
         assert!(s.reason.contains("failed"), "{}", s.reason);
     }
@@ -199,7 +199,7 @@ fn build_and_boot_failures_are_skipped_and_logged() {
     let o = run(&mut lab, 32, BisectPlan::default());
     assert_eq!(
         o.answer,
-        Answer::Ambiguous {
+        BisectAnswer::Ambiguous {
             cands: vec![20, 21]
         }
     );
@@ -221,9 +221,9 @@ fn a_candidate_between_the_references_is_skipped_within_the_boot_and_time_budget
     lab.middle_value = refs.indifference_point().unwrap();
     let o = run(&mut lab, 32, plan);
     let s = o.steps.iter().find(|s| s.cand == 15).unwrap();
-    assert_eq!(s.verdict, Verdict::Skip);
+    assert_eq!(s.verdict, Mark::Skip);
     assert!(s.values.len() <= plan.classifier.max_boots);
-    assert!(matches!(o.answer, Answer::Found { cand: 25, .. }));
+    assert!(matches!(o.answer, BisectAnswer::Found { cand: 25, .. }));
     // A time budget of 100 s with 35 s boots and a 13 s build: at most 3 boots.
     let mut lab = Synth::new(25, 3);
     lab.middle = vec![15];
@@ -237,7 +237,7 @@ fn a_candidate_between_the_references_is_skipped_within_the_boot_and_time_budget
         },
     );
     let s = o.steps.iter().find(|s| s.cand == 15).unwrap();
-    assert_eq!(s.verdict, Verdict::Skip);
+    assert_eq!(s.verdict, Mark::Skip);
     assert!(s.values.len() <= 3, "{} boots", s.values.len());
     assert!(s.reason.contains("budget"), "{}", s.reason);
     assert!(o.steps.iter().all(|s| s.wall_s <= 100.0 + 35.0 + 13.0));
@@ -252,7 +252,7 @@ fn host_drift_is_detected_by_the_final_re_measure() {
     let o = run(&mut lab, 32, BisectPlan::default());
     let d = o.drift.unwrap();
     assert!(d.drifted);
-    assert_ne!(d.good_class, Class::Good);
+    assert_ne!(d.good_class, StepClass::Good);
     assert!(o.log.last().unwrap().contains("host drift"));
 }
 
@@ -261,12 +261,14 @@ fn references_that_do_not_separate_stop_the_bisection() {
     let mut lab = Synth::new(40, 5); // no candidate is bad: the bad end reads good
     lab.good = (10.0, 2.0);
     let o = run(&mut lab, 32, BisectPlan::default());
-    assert!(matches!(&o.answer, Answer::Stopped { why } if why.contains("do not separate")));
+    assert!(matches!(&o.answer, BisectAnswer::Stopped { why } if why.contains("do not separate")));
     assert!(o.steps.is_empty());
     let mut lab = Synth::new(5, 5);
     lab.unbuildable = vec![31];
     let o = run(&mut lab, 32, BisectPlan::default());
-    assert!(matches!(&o.answer, Answer::Stopped { why } if why.contains("bad end does not build")));
+    assert!(
+        matches!(&o.answer, BisectAnswer::Stopped { why } if why.contains("bad end does not build"))
+    );
 }
 
 #[test]
@@ -298,7 +300,7 @@ fn an_interrupted_bisection_resumes_from_its_journal_without_repeating_work() {
         &mut |ev| all = ev.to_vec(),
     )
     .unwrap();
-    assert!(matches!(o.answer, Answer::Found { cand: 13, .. }));
+    assert!(matches!(o.answer, BisectAnswer::Found { cand: 13, .. }));
     let boots_all = all
         .iter()
         .filter(|e| matches!(e, Event::Boot { .. }))

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::bisect::lab::{self, BootConfig};
-use crate::bisect::{self, Answer, BisectConfig, BisectPlan, ClassifierPlan};
+use crate::bisect::{self, BisectAnswer, BisectConfig, BisectPlan, ClassifierPlan};
 use gt_images::spec::KernelSpec;
 use gt_results::results::load_runs;
 
@@ -306,7 +306,7 @@ pub fn bisect_cmd(a: BisectArgs) -> ExitCode {
                 cfg.out.join("bisect.md").display()
             );
             match (&o.answer, o.drift.as_ref().is_some_and(|d| d.drifted)) {
-                (Answer::Found { .. }, false) => ExitCode::SUCCESS,
+                (BisectAnswer::Found { .. }, false) => ExitCode::SUCCESS,
                 _ => ExitCode::from(1),
             }
         }

@@ -120,14 +120,14 @@ fn after_run(out: &Path, idx: &Index) -> ExitCode {
 
 fn slurm_run(cfg: &MatrixConfig, o: &batch::SlurmOptions) -> ExitCode {
     match batch::submit(cfg, o, &mut |l| println!("{l}")) {
-        Ok(batch::Outcome::Detached(_)) => {
+        Ok(batch::SubmitOutcome::Detached(_)) => {
             println!(
                 "detached; wait and collect with: guest-tests collect {}",
                 cfg.out.display()
             );
             ExitCode::SUCCESS
         }
-        Ok(batch::Outcome::Finished(idx)) => after_run(&cfg.out, &idx),
+        Ok(batch::SubmitOutcome::Finished(idx)) => after_run(&cfg.out, &idx),
         Err(e) => fail(&e, e.exit_code()),
     }
 }
