@@ -23,8 +23,8 @@
 
 use serde::Serialize;
 
-use super::{mean, variance};
 use gt_results::results::RunResult;
+use gt_stats::{mean, variance};
 
 /// The variance components of one metric over boots (rules 2-5).
 #[derive(Debug, Clone, PartialEq, Serialize)]

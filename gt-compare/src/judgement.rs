@@ -45,9 +45,11 @@
 use gt_stats::GeoError;
 use serde::{Deserialize, Serialize};
 
-use super::{mean, variance, welch_diff_ci95, welch_p, Comparison, MetricRow};
+use super::{Comparison, MetricRow};
+use gt_ordering::OrderingRecord;
 use gt_results::metrics::registry::Better;
-use gt_results::results::{OrderingRecord, RunResult};
+use gt_results::results::RunResult;
+use gt_stats::{mean, variance, welch_diff_ci95, welch_p};
 use gt_suite::JudgementSpec;
 
 mod boots;

@@ -28,11 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use gt_results::metrics::registry::{self, Better};
 use gt_results::results::{kernel_order, RunResult, SweepPoint};
+use gt_stats::{mean, variance, welch_p};
 
-pub use stats::{
-    lkp_flag, mann_whitney, mean, median_sorted, quantile_sorted, summarize, variance,
-    welch_diff_ci95, welch_p, Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N,
-};
+pub use stats::{lkp_flag, mann_whitney, summarize, Mwu, MwuMethod, Summary, MWU_EXACT_MAX_N};
 
 /// Relative median change that, with disjoint ranges, raises the flag.
 pub const LKP_THRESHOLD: f64 = 0.05;
@@ -88,7 +86,7 @@ pub struct Paired {
 /// Welch's difference of means (b - a) with its 95 % CI half-width (`gt_stats` rules 3 and 5:
 /// 0 when both samples have zero variance).
 fn welch_diff(a: &[f64], b: &[f64]) -> Option<Diff> {
-    let (se2, df) = stats::welch_terms(a, b)?;
+    let (se2, df) = gt_stats::welch_terms(a, b)?;
     Some(Diff {
         mean: mean(b) - mean(a),
         ci95: gt_stats::half_width_95(se2, df)?,
@@ -111,7 +109,7 @@ fn paired(base: &BTreeMap<u32, f64>, other: &BTreeMap<u32, f64>) -> Option<Paire
             mean: m,
             ci95: gt_stats::half_width_95(v / d.len() as f64, (d.len() - 1) as f64)?,
         },
-        t_p: sequential::paired_t_p(&d),
+        t_p: gt_stats::paired_t_p(&d),
         wilcoxon_p: sequential::wilcoxon_signed_rank_p(&d),
     })
 }

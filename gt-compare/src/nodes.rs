@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor};
 
-use super::mean;
 use gt_results::results::{RunResult, SweepPoint};
+use gt_stats::mean;
 
 /// One node's share of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

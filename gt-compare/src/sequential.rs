@@ -16,8 +16,6 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-pub use gt_stats::paired_t_p;
-
 /// Two-sided Wilcoxon signed-rank test on differences: exact (all 2^n sign patterns, by
 /// counting) for n <= 30 after dropping zeros, normal approximation above. Ties get mid-ranks;
 /// the exact distribution is then over doubled mid-ranks.
@@ -198,7 +196,7 @@ impl Sequential {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::welch_p;
+    use gt_stats::welch_p;
 
     #[test]
     fn wilcoxon_exact_small_samples() {

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-pub use gt_results::metrics::{median_sorted, quantile_sorted};
-pub use gt_stats::{mean, variance, welch_diff_ci95, welch_p, welch_terms};
+use gt_results::metrics::{median_sorted, quantile_sorted};
+use gt_stats::{mean, variance};
 
 /// Largest n1 + n2 for which the exact Mann-Whitney distribution is used.
 pub const MWU_EXACT_MAX_N: usize = 60;

@@ -221,7 +221,7 @@ pub fn verdict(c: &Comparison, runs: &[RunResult]) -> Option<Verdict> {
     let starved = if sorted.is_empty() {
         Vec::new()
     } else {
-        let med = super::median_sorted(&sorted);
+        let med = gt_results::metrics::median_sorted(&sorted);
         cpu.into_iter()
             .filter(|(_, v)| *v < STARVED_FRACTION * med)
             .map(|(d, _)| d)
@@ -261,7 +261,7 @@ fn faithfulness(c: &Comparison, runs: &[RunResult], step: &str) -> Option<Faithf
     let ok: Vec<&RunResult> = runs.iter().filter(|r| r.status.is_ok()).collect();
     let mean_of = |name: &str| {
         let v: Vec<f64> = ok.iter().filter_map(|r| r.metric(name)).collect();
-        (!v.is_empty()).then(|| super::mean(&v))
+        (!v.is_empty()).then(|| gt_stats::mean(&v))
     };
     let vcpus_per_core = mean_of("harness.running_vcpus_per_core")?;
     let host_slice_ms = mean_of("harness.host_slice_ms")?;

@@ -83,9 +83,6 @@ pub struct RunSpec {
     /// (paired design, `--vcpu-placement split`: the guests of a pair on different CPUs).
     #[serde(default)]
     pub pin_slot: Option<u32>,
-    /// The kernel's memory-model check, made when the run was planned (results.json keeps it).
-    #[serde(default)]
-    pub ordering: Option<gt_ordering::OrderingRecord>,
 }
 
 /// What the host saw of a run that reached QEMU (nothing here is parsed from the guest).

@@ -77,7 +77,6 @@ impl BootSettings {
             host: self.host.clone(),
             pair: None,
             pin_slot: None,
-            ordering: None,
         }
     }
 

@@ -18,8 +18,8 @@
 
 use super::block::Block;
 use super::tables::{fmt_num, fmt_p};
-use gt_compare::{mean, welch_diff_ci95, welch_p};
 use gt_results::results::RunResult;
+use gt_stats::{mean, welch_diff_ci95, welch_p};
 
 const H: &str = "scan.scsi_nr_hw_queues";
 const D: &str = "scan.scsi_can_queue";
@@ -62,7 +62,7 @@ impl Measured {
         if slow.is_empty() || fast.is_empty() {
             return None;
         }
-        let m = gt_compare::mean;
+        let m = gt_stats::mean;
         Some(Self {
             mean: m(slow) - m(fast),
             ci95: welch_diff_ci95(slow, fast),

@@ -22,7 +22,7 @@ pub use judge::{expectations, judge, kv};
 pub use launched::Launched;
 pub use load::{kernel_order, load_runs, sort_runs, LoadedRuns};
 pub use provenance::{
-    git_state, loadavg, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
+    git_state, now_rfc3339, rfc3339_utc, sha256_file, BackendProvenance, HostInfo,
     KernelProvenance, Provenance, QemuProvenance, SchedulerInfo,
 };
 
@@ -83,7 +83,7 @@ pub struct RunInfo {
     pub ordering: Option<OrderingRecord>,
 }
 
-pub use gt_ordering::OrderingRecord;
+use gt_ordering::OrderingRecord;
 
 /// A point on a sweep axis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

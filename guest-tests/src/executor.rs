@@ -7,12 +7,14 @@ use gt_images::job::{self, JobParams};
 use gt_launch::agent::StreamParser;
 use gt_launch::rerun_file::RerunInfo;
 use gt_launch::{LaunchError, RunSpec};
+use gt_ordering::OrderingRecord;
 use gt_results::results::{
     self, HostInfo, Launched, Provenance, RunInfo, RunResult, RunStatus, SweepPoint, Timings,
 };
 
-/// What results.json says about the run `spec` describes (repeat `repeat` of the matrix).
-pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
+/// What results.json says about the run `spec` describes (repeat `repeat` of the matrix), with
+/// its kernel's memory-model check made when the run was planned (`ordering`).
+pub fn run_info(spec: &RunSpec, repeat: u32, ordering: Option<&OrderingRecord>) -> RunInfo {
     let sweep = spec.variant.as_deref().and_then(|v| {
         let var = spec.suite.variant(v)?;
         Some(SweepPoint {
@@ -33,14 +35,14 @@ pub fn run_info(spec: &RunSpec, repeat: u32) -> RunInfo {
         secondary_metric: spec.suite.spec.secondary_metric.clone(),
         judgement: spec.suite.spec.judgement.clone(),
         verdict: spec.suite.spec.verdict.clone(),
-        ordering: spec.ordering.clone(),
+        ordering: ordering.cloned(),
     }
 }
 
 /// Runs one boot and always writes `results.json` and `rerun.json` (a launcher error becomes
-/// a failed run with what is known).
-pub fn execute(spec: &RunSpec, rerun: RerunInfo) -> RunResult {
-    let info = run_info(spec, rerun.repeat);
+/// a failed run with what is known); `ordering` goes into results.json ([`run_info`]).
+pub fn execute(spec: &RunSpec, rerun: RerunInfo, ordering: Option<&OrderingRecord>) -> RunResult {
+    let info = run_info(spec, rerun.repeat, ordering);
     let cell = spec.for_cell();
     let result = match cell.and_then(|cell| launched(&cell, info.clone())) {
         Ok(r) => r,
@@ -93,8 +95,13 @@ pub fn worth_retrying(r: &RunResult) -> bool {
 /// machine's reasons ([`worth_retrying`]: the guest died before its agent sent anything, or
 /// of TCG's stale-int3 Oops), not a device problem. Each failed attempt's directory is kept as
 /// `<run dir>.attempt<k>`, and the index counts the attempts.
-pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> (RunResult, u32) {
-    let mut rec = execute(spec, rerun.clone());
+pub fn execute_retrying(
+    spec: &RunSpec,
+    rerun: RerunInfo,
+    ordering: Option<&OrderingRecord>,
+    retries: u32,
+) -> (RunResult, u32) {
+    let mut rec = execute(spec, rerun.clone(), ordering);
     let mut attempt = 1;
     while attempt <= retries && worth_retrying(&rec) {
         let mut keep = spec.run_dir.clone().into_os_string();
@@ -108,7 +115,7 @@ pub fn execute_retrying(spec: &RunSpec, rerun: RerunInfo, retries: u32) -> (RunR
         if std::fs::rename(&spec.run_dir, &keep).is_err() {
             break;
         }
-        rec = execute(spec, rerun.clone());
+        rec = execute(spec, rerun.clone(), ordering);
         attempt += 1;
     }
     (rec, attempt)
@@ -148,7 +155,7 @@ fn launched(spec: &RunSpec, info: RunInfo) -> Result<RunResult, LaunchError> {
     let raw = gt_launch::run(spec, &initrd, &mut parser)?;
     let artifacts = parser.finish();
     results::save_artifacts(&dir.join("artifacts"), &artifacts).map_err(io(dir))?;
-    host.loadavg_after = results::loadavg();
+    host.loadavg_after = gt_launch::host::loadavg();
     Ok(RunResult::from_launch(
         info,
         Launched {
@@ -247,7 +254,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let stream = fixture_stream();
         let (spec, rerun) = spec(d.path(), fake_qemu(d.path(), &stream));
-        let r = execute(&spec, rerun);
+        let r = execute(&spec, rerun, None);
         let dir = &spec.run_dir;
         // The stream as launch saw it, parsed by the agent, derived by results.
         assert_eq!(std::fs::read(dir.join("results.bin")).unwrap(), stream);
@@ -284,7 +291,7 @@ mod tests {
     fn a_launcher_error_is_a_failed_run_with_what_is_known() {
         let d = tempfile::tempdir().unwrap();
         let (spec, rerun) = spec(d.path(), d.path().join("no-such-qemu"));
-        let r = execute(&spec, rerun);
+        let r = execute(&spec, rerun, None);
         let RunStatus::Failed { reason } = &r.status else {
             panic!("{:?}", r.status)
         };
@@ -310,7 +317,7 @@ mod tests {
     fn a_mid_run_int3_oops_under_tcg_is_booted_again_and_kept() {
         let d = tempfile::tempdir().unwrap();
         let (spec, rerun) = spec(d.path(), qemu_crashing_once(d.path(), &fixture_stream()));
-        let (r, attempts) = execute_retrying(&spec, rerun, 2);
+        let (r, attempts) = execute_retrying(&spec, rerun, None, 2);
         assert_eq!(r.status, RunStatus::Ok);
         assert_eq!(attempts, 2);
         let first = RunResult::read(&d.path().join("run.attempt1").join(RESULTS_FILE)).unwrap();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::executor::{execute, execute_retrying, never_reached_agent};
-use gt_compare::sequential::{Decision, Sequential};
+use gt_compare::sequential::{Decision, Sequential, SequentialRecord};
 pub use rerun::rerun;
 
 mod rerun;
@@ -22,12 +22,13 @@ use gt_launch::qemu::{self, Accel};
 use gt_launch::rerun_file::RerunInfo;
 use gt_launch::settings::BootSettings;
 use gt_launch::{host, RunSpec};
+use gt_ordering::OrderingRecord;
 use gt_results::metrics::registry;
 use gt_results::results::{load_runs, RunResult};
 use gt_suite::Suite;
 
 mod plan;
-pub use plan::{plan, Index, IndexEntry, Planned, SequentialRecord};
+pub use plan::{plan, Index, IndexEntry, Planned};
 
 /// Errors that stop the whole matrix (before or between runs).
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +199,7 @@ pub struct Prepared {
     pub accel: Accel,
     pub suite: Suite,
     /// Each kernel's memory-model check (None: the suite has no `[judgement]`), in kernel order.
-    pub ordering: Vec<Option<gt_ordering::OrderingRecord>>,
+    pub ordering: Vec<Option<OrderingRecord>>,
 }
 
 /// Builds the kernels and resolves the accelerator (nothing is created under `cfg.out`).
@@ -244,9 +245,15 @@ pub fn run_spec(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Result<RunS
         variant: p.variant.clone(),
         pair: (cfg.design == Design::Paired).then_some(p.repeat),
         pin_slot: pair_slot(cfg, p),
-        ordering: prep.ordering.get(i).cloned().flatten(),
         ..base
     })
+}
+
+/// The memory-model check of `p`'s kernel made by [`prepare`] (None: the suite has no
+/// `[judgement]`); it goes into the run's results.json beside the spec, not in it.
+pub fn ordering_of(cfg: &MatrixConfig, prep: &Prepared, p: &Planned) -> Option<OrderingRecord> {
+    let i = cfg.kernels.iter().position(|n| *n == p.kernel)?;
+    prep.ordering.get(i).cloned().flatten()
 }
 
 /// `--vcpu-placement split`: a paired run's slot, the position of its kernel in the matrix
@@ -283,20 +290,31 @@ pub fn groups(design: Design, planned: &[Planned]) -> Vec<Vec<Planned>> {
     groups
 }
 
-/// Boots one group (its runs at the same time when there are several).
+/// Boots one group (its runs at the same time when there are several); `orderings[i]` is
+/// `specs[i]`'s kernel's memory-model check.
 pub fn run_group(
     specs: &[RunSpec],
     reruns: Vec<RerunInfo>,
+    orderings: &[Option<OrderingRecord>],
     retries: u32,
 ) -> Result<Vec<(RunResult, u32)>, MatrixError> {
+    let ordering = |i: usize| orderings.get(i).and_then(Option::as_ref);
     if let ([spec], [ri]) = (specs, reruns.as_slice()) {
-        return Ok(vec![execute_retrying(spec, ri.clone(), retries)]);
+        return Ok(vec![execute_retrying(
+            spec,
+            ri.clone(),
+            ordering(0),
+            retries,
+        )]);
     }
     std::thread::scope(|sc| {
         let hs: Vec<_> = specs
             .iter()
             .zip(reruns)
-            .map(|(spec, ri)| sc.spawn(move || execute_retrying(spec, ri, retries)))
+            .enumerate()
+            .map(|(i, (spec, ri))| {
+                sc.spawn(move || execute_retrying(spec, ri, ordering(i), retries))
+            })
             .collect();
         hs.into_iter()
             .map(|h| {
@@ -367,7 +385,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<Index, MatrixError> {
             .map(|p| run_spec(cfg, &prep, p))
             .collect::<Result<_, _>>()?;
         let reruns = g.iter().map(|p| rerun_info(cfg, p)).collect();
-        let recs = run_group(&specs, reruns, cfg.retries)?;
+        let orderings: Vec<_> = g.iter().map(|p| ordering_of(cfg, &prep, p)).collect();
+        let recs = run_group(&specs, reruns, &orderings, cfg.retries)?;
         for (p, (rec, attempts)) in g.iter().zip(recs) {
             if !rec.status.is_ok() {
                 failed += 1;

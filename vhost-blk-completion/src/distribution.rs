@@ -116,7 +116,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, DistributionError> {
     Ok(vhost_blk_units::parse_duration_ns(s, Zero::Allowed)?)
 }
 
-pub use vhost_blk_units::format_ns;
+use vhost_blk_units::format_ns;
 
 fn parse_shape(what: &'static str, s: &str) -> Result<f64, DistributionError> {
     match s.trim().parse::<f64>() {

@@ -374,7 +374,7 @@ impl<T> VectorEngine<T> {
             },
             self.settings
                 .aligned_tick_ns
-                .map_or("off".to_string(), super::distribution::format_ns),
+                .map_or("off".to_string(), vhost_blk_units::format_ns),
         )
     }
 }

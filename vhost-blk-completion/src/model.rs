@@ -8,7 +8,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer};
 use thiserror::Error;
 
-use super::distribution::{format_ns, parse_duration_ns, Distribution, DistributionError, MAX_NS};
+use super::distribution::{parse_duration_ns, Distribution, DistributionError, MAX_NS};
+use vhost_blk_units::format_ns;
 
 /// Default coalescing used by the `iops` and `balanced` presets when none is configured.
 /// Our choice (megaraid's firmware values are not public): 16 completions or 50 us.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The host's load averages (read where the launcher reads its other host facts).
-pub use gt_launch::host::loadavg;
+use gt_launch::host::loadavg;
 
 /// Everything needed to say what produced a run (all fields default when absent on read).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -65,7 +65,8 @@ fn record_lost(tf: &TaskFile, k: usize, t: &Task, row: Option<&TaskRow>) -> Vec<
     t.specs
         .iter()
         .zip(&t.planned)
-        .map(|(spec, p)| {
+        .enumerate()
+        .map(|(i, (spec, p))| {
             if let Ok(r) = RunResult::read(&spec.run_dir.join(RESULTS_FILE)) {
                 return r;
             }
@@ -84,7 +85,7 @@ fn record_lost(tf: &TaskFile, k: usize, t: &Task, row: Option<&TaskRow>) -> Vec<
                 ..Default::default()
             };
             let mut r = RunResult::failed(
-                run_info(spec, p.repeat),
+                run_info(spec, p.repeat, t.orderings.get(i).and_then(Option::as_ref)),
                 prov,
                 String::new(),
                 Timings::default(),

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::matrix::{self, Index, MatrixConfig, MatrixError, Planned};
 use gt_launch::rerun_file::RerunInfo;
 use gt_launch::RunSpec;
+use gt_ordering::OrderingRecord;
 use gt_results::results::SchedulerInfo;
 
 mod collect;
@@ -151,6 +152,9 @@ pub struct Task {
     pub planned: Vec<Planned>,
     pub specs: Vec<RunSpec>,
     pub reruns: Vec<RerunInfo>,
+    /// Each run's kernel's memory-model check, for its results.json (`matrix::ordering_of`).
+    #[serde(default)]
+    pub orderings: Vec<Option<OrderingRecord>>,
 }
 
 /// `OUT/slurm/tasks.json`: everything the nodes and [`collect`] need.
@@ -226,10 +230,15 @@ pub fn plan_tasks(cfg: &MatrixConfig, prep: &matrix::Prepared) -> Result<Vec<Tas
             // rerun.json as the local executor writes it; the specs carry the accelerator
             // resolved here, once for the matrix.
             let reruns = g.iter().map(|p| matrix::rerun_info(cfg, p)).collect();
+            let orderings = g
+                .iter()
+                .map(|p| matrix::ordering_of(cfg, prep, p))
+                .collect();
             Ok(Task {
                 planned: g,
                 specs,
                 reruns,
+                orderings,
             })
         })
         .collect()

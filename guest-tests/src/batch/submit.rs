@@ -330,7 +330,7 @@ pub fn run_one(out: &Path, task: usize) -> Result<(), BatchError> {
         sched.array_task_id.map_or(String::new(), |t| t.to_string())
     );
     sched.other_jobs = other_jobs(&sched.node, &own);
-    let recs = matrix::run_group(&t.specs, t.reruns.clone(), tf.retries)?;
+    let recs = matrix::run_group(&t.specs, t.reruns.clone(), &t.orderings, tf.retries)?;
     let mut attempts = Vec::new();
     for (spec, (mut rec, n)) in t.specs.iter().zip(recs) {
         rec.provenance.scheduler = Some(sched.clone());

@@ -80,11 +80,11 @@ pub struct Sample {
 impl Sample {
     pub fn of(x: &[f64]) -> Sample {
         let n = x.len();
-        let mean = gt_compare::mean(x);
+        let mean = gt_stats::mean(x);
         let sd = if n < 2 {
             0.0
         } else {
-            gt_compare::variance(x).sqrt()
+            gt_stats::variance(x).sqrt()
         };
         Sample { n, mean, sd }
     }
@@ -127,7 +127,7 @@ pub fn separation(
     }
     let c = Classifier::new(good, bad, *plan);
     let gap = (c.bad.mean - c.good.mean).abs();
-    let p = gt_compare::welch_p(good, bad).unwrap_or(if gap > 0.0 { 0.0 } else { 1.0 });
+    let p = gt_stats::welch_p(good, bad).unwrap_or(if gap > 0.0 { 0.0 } else { 1.0 });
     let need = plan.separate_p / looks.max(1) as f64;
     let (eg, eb) = (c.expected_llr(false), c.expected_llr(true));
     let k = plan.max_boots as f64;
@@ -328,7 +328,7 @@ mod tests {
         assert!(separation(&[1.0, 1.0], &[1.0, 1.0], &plan, 1).is_some());
         // Bonferroni over looks: a p that passes one look fails the second of two.
         let (g, b) = ([0.0, 0.5, -0.5, 0.2], [2.0, 1.2, 2.9, 1.6]);
-        let p = gt_compare::welch_p(&g, &b).unwrap();
+        let p = gt_stats::welch_p(&g, &b).unwrap();
         assert!(p < 0.01 && p > 0.005, "{p}");
         assert!(separation(&g, &b, &plan, 1).is_none());
         assert!(separation(&g, &b, &plan, 2).is_some());

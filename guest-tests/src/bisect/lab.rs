@@ -228,7 +228,7 @@ impl RealLab {
         let spec = b.run_spec(run_id, run_dir, kernel, accel, seed);
         let spec_text = &self.cands[c].1.text;
         let rerun = b.rerun_info(self.cands[c].1.label.clone(), Some(spec_text.clone()), seed);
-        matrix::execute_retrying(&spec, rerun, 1).0
+        matrix::execute_retrying(&spec, rerun, None, 1).0
     }
 
     fn run_dir(&self, c: usize) -> PathBuf {

@@ -183,7 +183,7 @@ pub fn table(kernel: &str, repeat: usize, queues: &[u32], lines: &[CostLine]) ->
             if v.is_empty() {
                 f64::NAN
             } else {
-                gt_compare::median_sorted(&v)
+                gt_results::metrics::median_sorted(&v)
             }
         };
         t += &format!(

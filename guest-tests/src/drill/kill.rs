@@ -63,7 +63,7 @@ pub fn run(rig: &Rig, d: &KillDrill) -> Result<KillOutcome, DrillError> {
         timeout: None,
     };
     let (spec, rerun) = rig.one_boot(&s, boot, Some(rig.backend()?))?;
-    let (r, _) = matrix::execute_retrying(&spec, rerun, EARLY_CRASH_RETRIES);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, None, EARLY_CRASH_RETRIES);
     let dir = &d.dir;
     let mut failures = Vec::new();
     if plan.target == KillTarget::Backend {

@@ -89,7 +89,7 @@ pub fn run(rig: &Rig, d: &RestartDrill) -> Result<RestartOutcome, DrillError> {
         timeout: None,
     };
     let (spec, rerun) = rig.one_boot(&s, boot, Some(rig.backend()?))?;
-    let (r, _) = matrix::execute_retrying(&spec, rerun, EARLY_CRASH_RETRIES);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, None, EARLY_CRASH_RETRIES);
     let dir = &d.dir;
     if !r.status.is_ok() {
         let why = format!(

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{Design, MatrixError};
-pub use gt_compare::sequential::SequentialRecord;
+use gt_compare::sequential::SequentialRecord;
 use gt_launch::qemu::Accel;
 use gt_results::results::RunStatus;
 

@@ -59,7 +59,6 @@ pub fn rerun(
         host: r.host.clone(),
         pair: None,
         pin_slot: r.pin_slot,
-        ordering: old.info.ordering.clone(),
     };
-    Ok(execute(&spec, r))
+    Ok(execute(&spec, r, old.info.ordering.as_ref()))
 }

@@ -42,7 +42,7 @@ fn boot(
         None,
         Some(common::backend_bin()),
     );
-    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, None, common::EARLY_CRASH_RETRIES);
     if !r.status.is_ok() {
         let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
         let tail: Vec<&str> = console.lines().rev().take(20).collect();

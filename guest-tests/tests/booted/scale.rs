@@ -57,7 +57,7 @@ fn boot_with_shape(
         timeout,
         Some(common::backend_bin()),
     );
-    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, None, common::EARLY_CRASH_RETRIES);
     assert!(
         r.status.is_ok(),
         "{:?}; run dir {}",

@@ -71,7 +71,7 @@ fn check_smoke_with(suite: &str, backend_bin: Option<PathBuf>) -> RunResult {
     let dir = keep_dir(suite);
     let (mut spec, rerun) = spec(suite, &dir, Duration::from_secs(240));
     spec.host.backend_bin = backend_bin;
-    let (r, _) = matrix::execute_retrying(&spec, rerun, common::EARLY_CRASH_RETRIES);
+    let (r, _) = matrix::execute_retrying(&spec, rerun, None, common::EARLY_CRASH_RETRIES);
     assert!(r.status.is_ok(), "{}", explain(&r, &dir));
     // Files the run directory must keep.
     for f in [
@@ -332,7 +332,7 @@ fn qemu_error_is_reported() {
     let dir = keep_dir("qemu-error");
     let (mut spec, rerun) = spec("smoke-builtin-scsi", &dir, Duration::from_secs(30));
     spec.suite.spec.memory_mib = 1 << 30; // 1 PiB: QEMU cannot allocate it
-    let r = matrix::execute(&spec, rerun);
+    let r = matrix::execute(&spec, rerun, None);
     let RunStatus::Failed { reason } = &r.status else {
         panic!("{:?}", r.status)
     };
