@@ -154,6 +154,7 @@ ab_sandbox() { # RUN ROUNDS CONFIGS
 ab_sandbox ab-8q 12 "null-bench null-blkio scsi10-bench memw-bench"
 ab_sandbox ab-8q-2 20 "scsi10-bench null-bench"
 ab_sandbox ab-8q-3 16 "scsi10-bench null-bench mem-bench memw-bench"
+ab_sandbox ab-8q-4 40 "scsi10-bench mem-bench"
 # experiments/syscalls-per-request.sh's tables (docs/results/syscalls-s29/README.md gives each
 # run's PATHS and CLIENT).
 S=$ROOT/docs/results/syscalls-s29
