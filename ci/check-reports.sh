@@ -63,7 +63,8 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict-controls/q120-c2-short/run2 seed000-120/q128-c2 verdict-controls/issue55/run1
     verdict-controls/issue55/run2 verdict-controls/issue55/mainjob-quiet
     verdict-controls/issue55/mainjob-quiet2 seed003-judged/run1
-    seed003-judged/run2 hostlock/run1 verdict-controls/issue55/error-cost-quiet)
+    seed003-judged/run2 hostlock/run1 verdict-controls/issue55/error-cost-quiet
+    bisect-helper/recheck-058f05ed)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -185,16 +186,21 @@ same scale128/reconnect-rt128/reconnects.md "$ROOT/docs/results/scale128/reconne
 # The bisection experiment's runs.tsv: each run's line from its bisect.json. What the bisector
 # was not given comes from the table (position, seed, wall) and the candidates (the secret is the
 # one commit whose subject starts with "Revert", as exp-bisect.sh finds it with git log --grep).
-BIS=$ROOT/docs/results/bisect
-header=(--header)
-while IFS=$'\t' read -r name seed position _ _ _ _ _ _ _ _ wall _; do
-    secret=$(grep -B1 '"subject": "Revert' "$BIS/$name/bisect.json" \
-        | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
-    "$LAB" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
-        "$((position - 1))" "$name" "$seed" "$wall" >>"$WORK/runs.tsv" 2>&1 || true
-    header=()
-done < <(tail -n +2 "$BIS/runs.tsv")
-same bisect/runs.tsv "$BIS/runs.tsv" cat "$WORK/runs.tsv"
+# bisect-helper: the same with BAD=lockhelper (the bad commit brings the lock back in a helper).
+for bis in bisect bisect-helper; do
+    BIS=$ROOT/docs/results/$bis
+    header=(--header)
+    # Columns 1-3 and 12 (name, seed, position, total wall) through awk: a tab is IFS
+    # whitespace to `read`, so the empty columns of a stopped run would shift the others.
+    while IFS=$'\t' read -r name seed position wall; do
+        secret=$(grep -B1 '"subject": "Revert' "$BIS/$name/bisect.json" \
+            | sed -n 's/.*"id": "\([0-9a-f]*\)".*/\1/p' | head -n 1)
+        "$LAB" table bisect-run "${header[@]}" "$BIS/$name/bisect.json" "$secret" \
+            "$((position - 1))" "$name" "$seed" "$wall" >>"$WORK/$bis.tsv" 2>&1 || true
+        header=()
+    done < <(tail -n +2 "$BIS/runs.tsv" | awk -F'\t' -v OFS='\t' '{ print $1, $2, $3, $12 }')
+    same "$bis/runs.tsv" "$BIS/runs.tsv" cat "$WORK/$bis.tsv"
+done
 # The storm check on committed runs: a clean unfrozen storm and the self-test the detector caught
 # (the line is what the Python the check replaced printed for them).
 V=$ROOT/docs/results/seed000-versions

@@ -8,9 +8,15 @@
 # that the bisector is not given. Then `guest-tests bisect --good good --bad <branch>` on the
 # seed000-lockwait suite, and the answer is checked against the secret.
 #
+# BAD=lockhelper (issue 55) makes the hidden bad commit bring the lock back inside a helper
+# instead: `git revert --no-commit good` plus images/patches/6.12/lockhelper.patch in one commit
+# (the queue_lock re-check in a noinline blk_mq_hw_queue_need_run_locked(); no wait is in
+# blk_mq_run_hw_queue itself, so a bisector deciding by call site reads 0 at both ends).
+#
 # All runs use one tree (one build directory: incremental builds with ccache). Heavy commands
 # run under the shared CPU lock ($VB_CPU_LOCK, default /tmp/vb-cpu.lock), one at a time.
-# Env: VB_CACHE, EXP_DIR (default $VB_CACHE/exp-bisect), EXP_SEED (positions; default: time).
+# Env: VB_CACHE, EXP_DIR (default $VB_CACHE/exp-bisect), EXP_SEED (positions; default: time),
+# BAD (revert | lockhelper; default revert), DOCS (default docs/results/bisect).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -18,7 +24,15 @@ export VB_CACHE=${VB_CACHE:-$ROOT/.cache}
 EXP=${EXP_DIR:-$VB_CACHE/exp-bisect}
 RUNS=${1:-3}
 LOCK=${VB_CPU_LOCK:-/tmp/vb-cpu.lock}
-DOCS=$ROOT/docs/results/bisect
+DOCS=${DOCS:-$ROOT/docs/results/bisect}
+BAD=${BAD:-revert}
+case "$BAD" in
+revert | lockhelper) ;;
+*)
+    echo "exp-bisect.sh: BAD must be revert or lockhelper, not '$BAD'" >&2
+    exit 2
+    ;;
+esac
 SEED=${EXP_SEED:-$(date +%s)}
 TREE=$EXP/linux
 GT=$ROOT/target/release/guest-tests
@@ -52,7 +66,11 @@ for k in $(seq 1 "$RUNS"); do
     pos=$((RANDOM % 31))
     g checkout -q -B "exp-$name" good
     for i in $(seq 0 30); do
-        if [ "$i" = "$pos" ]; then
+        if [ "$i" = "$pos" ] && [ "$BAD" = lockhelper ]; then
+            g revert --no-commit good
+            patch -d "$TREE" -p1 --fuzz=0 -s < images/patches/6.12/lockhelper.patch
+            g commit -q -am "Revert seed 000; block/blk-mq: re-check the quiesce state in a helper ($name)"
+        elif [ "$i" = "$pos" ]; then
             g revert --no-edit good >/dev/null
         else
             f=${FILES[$((i % ${#FILES[@]}))]}
@@ -61,7 +79,7 @@ for k in $(seq 1 "$RUNS"); do
         fi
     done
     # The secret: kept outside the bisector's arguments, read only after it answered.
-    secret=$(g log --format=%H --grep='^Revert' -1)
+    secret=$(g log --format=%H --grep='^Revert' -1 "exp-$name")
     echo "$secret $pos" > "$EXP/secret-$name"
     g checkout -q --detach good
     out=$EXP/$name

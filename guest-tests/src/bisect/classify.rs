@@ -69,12 +69,20 @@ pub enum StepClass {
     Undecided,
 }
 
-/// Mean, standard deviation and size of a sample.
+/// Mean, standard deviation and size of a sample. The mean of no values (a skipped step: its
+/// boot failed) is NaN, which JSON writes as `null`; reading reads `null` back as NaN, so a
+/// bisect.json with a skipped step can be read again (`lab table bisect-run`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub n: usize,
+    #[serde(deserialize_with = "nan_if_null")]
     pub mean: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd: f64,
+}
+
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Sample {
@@ -375,5 +383,17 @@ mod tests {
         let s = Sample::of(&[1.0, 2.0, 3.0]);
         assert_eq!((s.n, s.mean, s.sd), (3, 2.0, 1.0));
         assert_eq!(Sample::of(&[1.0]).sd, 0.0);
+    }
+
+    #[test]
+    fn a_skipped_steps_empty_sample_reads_back() {
+        // A step whose boot failed has no values: mean NaN, written as null (bisect.json).
+        let text = serde_json::to_string(&Sample::of(&[])).unwrap();
+        assert_eq!(text, r#"{"n":0,"mean":null,"sd":0.0}"#);
+        let back: Sample = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.n, 0);
+        assert!(back.mean.is_nan());
+        let full: Sample = serde_json::from_str(r#"{"n":2,"mean":1.5,"sd":0.5}"#).unwrap();
+        assert_eq!((full.mean, full.sd), (1.5, 0.5));
     }
 }
