@@ -56,21 +56,9 @@ pub fn run_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()))
 }
 
-/// The spec and rerun record of one boot of `s` (one sweep `variant` or none) on [`rig`] into
-/// `dir`, seed 1, vCPUs pinned; `timeout` None: the suite's; `backend_bin` None: the suite's
-/// own backend choice (QEMU's built-in device for the `builtin-*` suites).
-pub fn one_boot(
-    s: &Suite,
-    variant: Option<&str>,
-    dir: &Path,
-    run_id: String,
-    timeout: Option<Duration>,
-    backend_bin: Option<PathBuf>,
-) -> (RunSpec, RerunInfo) {
-    one_boot_on(&rig(), s, variant, dir, run_id, timeout, backend_bin)
-}
-
-/// [`one_boot`] on `rig`.
+/// The spec and rerun record of one boot of `s` (one sweep `variant` or none) on `rig` (usually
+/// [`rig`]) into `dir`, seed 1, vCPUs pinned; `timeout` None: the suite's; `backend_bin` None:
+/// the suite's own backend choice (QEMU's built-in device for the `builtin-*` suites).
 pub fn one_boot_on(
     rig: &Rig,
     s: &Suite,

@@ -11,7 +11,7 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::one_boot;
+use common::one_boot_on;
 use gt_results::results::RunResult;
 use gt_suite::Suite;
 use guest_tests::matrix;
@@ -34,7 +34,8 @@ fn boot(
     let _g = common::one_guest_at_a_time();
     let mut s = Suite::load(&gt_suite::default_dir(), suite).unwrap();
     edit(&mut s);
-    let (spec, rerun) = one_boot(
+    let (spec, rerun) = one_boot_on(
+        &common::rig(),
         &s,
         variant,
         dir,

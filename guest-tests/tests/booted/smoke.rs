@@ -33,7 +33,8 @@ fn kernel() -> KernelImage {
 
 fn spec(suite: &str, dir: &Path, timeout: Duration) -> (RunSpec, RerunInfo) {
     let suite = Suite::load(&gt_suite::default_dir(), suite).unwrap();
-    common::one_boot(
+    common::one_boot_on(
+        &common::rig(),
         &suite,
         None,
         dir,
