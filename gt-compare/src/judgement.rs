@@ -159,6 +159,9 @@ pub struct OrderingPart {
     /// Every test ran on this kernel's code and nothing it models was changed untested.
     #[serde(default)]
     pub complete: bool,
+    /// The tests were derived from the kernel's own source: from whose, what was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
 }
 
 /// The judgement of one kernel against the baseline.
@@ -332,6 +335,7 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
         tests: 0,
         note: Some(note),
         complete: false,
+        derived: None,
     };
     match rec {
         None => unchecked("the runs carry no memory-model check".into()),
@@ -358,6 +362,7 @@ fn ordering_part(runs: &[RunResult], kernel: &str) -> OrderingPart {
                 tests: chk.outcomes.len(),
                 complete: answer == "never" && note.is_none(),
                 note,
+                derived: chk.derived.clone(),
             }
         }
     }

@@ -173,6 +173,140 @@ pub fn of_tree(cache: &Path, path: &Path, rev: Option<&str>) -> Result<Lkmm, Ima
     Lkmm::checked(dest, label)
 }
 
+/// Files of a manifest source as its tarball or tree has them (no patch applied), for the
+/// ordering check's derived tests: `rels` (paths like `block/blk-mq.c`) land under the returned
+/// directory, `<cache>/lkmm/<package>_<version>.src/` for a Debian source (taken out of the
+/// tarball once, in one pass, like `tools/memory-model`), the tree itself or a `git archive` of
+/// them for a git tree. A path the source does not have is simply absent there.
+pub fn source_files(
+    cache: &Path,
+    m: &Manifest,
+    name: &str,
+    rels: &[String],
+) -> Result<PathBuf, ImageError> {
+    match m.sources.get(name) {
+        Some(Source::DebianSource {
+            package,
+            version,
+            sha256,
+            tarball,
+            apt,
+        }) => {
+            let deb = DebSource {
+                package,
+                version,
+                sha256,
+                tarball,
+                apt: apt.as_deref(),
+            };
+            debian_files(cache, &deb, rels)
+        }
+        Some(Source::GitTree { path, rev: None }) => Ok(m.path(path)),
+        Some(Source::GitTree {
+            path,
+            rev: Some(rev),
+        }) => {
+            let path = m.path(path);
+            let sha = super::spec::resolve_rev(&path, rev).map_err(ImageError::Usage)?;
+            let dest = cache.join("lkmm").join(format!("tree-{sha}.src"));
+            let tmp = cache
+                .join("lkmm")
+                .join(format!(".tree-src-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&tmp);
+            util::mkdirs(&tmp)?;
+            let all: Vec<&String> = rels.iter().collect();
+            let script = format!(
+                "for f in {}; do git -C '{}' archive --format=tar {sha} -- \"$f\" 2>/dev/null | tar -x -C '{}' || true; done",
+                quoted(&all),
+                path.display(),
+                tmp.display()
+            );
+            let got = util::output(
+                Command::new("sh").arg("-c").arg(&script),
+                &format!("git archive source files of {}", path.display()),
+            );
+            let _ = std::fs::remove_dir_all(&dest);
+            let r =
+                got.and_then(|_| std::fs::rename(&tmp, &dest).map_err(|e| ImageError::io(&tmp, e)));
+            let _ = std::fs::remove_dir_all(&tmp);
+            r?;
+            Ok(dest)
+        }
+        Some(Source::DebianPrebuilt { .. }) | None => Err(ImageError::Usage(format!(
+            "source '{name}' is not a kernel source"
+        ))),
+    }
+}
+
+/// Paths as single-quoted shell words.
+fn quoted(v: &[&String]) -> String {
+    v.iter()
+        .map(|r| format!("'{}'", r.replace('\'', "")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `source_files` for a Debian source package.
+fn debian_files(cache: &Path, s: &DebSource, rels: &[String]) -> Result<PathBuf, ImageError> {
+    let ctx = Ctx::new(cache, false)?;
+    let top = ctx.cache.join("lkmm");
+    let dest = top.join(format!("{}_{}.src", s.package, util::safe_name(s.version)));
+    let _lock = Lock::take(&top)?;
+    let missing: Vec<&String> = rels.iter().filter(|r| !dest.join(r).exists()).collect();
+    let tried = dest.join(".tried");
+    let known = std::fs::read_to_string(&tried).unwrap_or_default();
+    let missing: Vec<&String> = missing
+        .into_iter()
+        .filter(|r| !known.lines().any(|l| l == r.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(dest);
+    }
+    let deb = apt::download_deb(&ctx, s.package, s.version, s.sha256, s.apt)?;
+    let tmp = top.join(format!(".src-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    util::mkdirs(&tmp)?;
+    let wild: Vec<String> = missing.iter().map(|r| format!("*/{r}")).collect();
+    let wild: Vec<&String> = wild.iter().collect();
+    // tar fails when a pattern matches nothing (a file the source does not have): what
+    // was found is kept, the rest recorded as tried.
+    let script = format!(
+        "dpkg-deb --fsys-tarfile '{}' | tar -xO './{}' | tar -xJ -C '{}' --wildcards {} || true",
+        deb.display(),
+        s.tarball,
+        tmp.display(),
+        quoted(&wild)
+    );
+    let got = util::output(
+        Command::new("sh").arg("-c").arg(&script),
+        &format!("extract source files of {} {}", s.package, s.version),
+    );
+    let moved = got.and_then(|_| {
+        let root = std::fs::read_dir(&tmp)
+            .map_err(|e| ImageError::io(&tmp, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.is_dir());
+        for r in &missing {
+            let from = root.as_ref().map(|d| d.join(r));
+            if let Some(from) = from.filter(|f| f.is_file()) {
+                let to = dest.join(r);
+                util::mkdirs(to.parent().unwrap_or(&dest))?;
+                std::fs::rename(&from, &to).map_err(|e| ImageError::io(&from, e))?;
+            }
+        }
+        let mut all = known.clone();
+        for r in &missing {
+            all.push_str(r);
+            all.push('\n');
+        }
+        util::mkdirs(&dest)?;
+        util::write_atomic(&tried, all.as_bytes())
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
+    moved?;
+    Ok(dest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

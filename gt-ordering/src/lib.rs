@@ -5,7 +5,8 @@
 //! `--kernels` element), each test's Never / Sometimes: can the outcome in its `exists` clause
 //! (for the seed-000 tests: a request stays queued while no CPU runs the queue) happen under the
 //! model. Which tests a kernel carries, and what it leaves unchecked, is [`plan`]'s; herd7 is
-//! [`herd`]'s; a litmus file's header is [`litmus`]'s; the LKMM's own shipped tests, run first
+//! [`herd`]'s; tests derived from a kernel's own source for a patch that brings none are
+//! [`derive`]'s; a litmus file's header is [`litmus`]'s; the LKMM's own shipped tests, run first
 //! as the check that herd7 and the model work here, are [`selftest`]'s; the Markdown table of
 //! docs/results/ordering is [`table`]'s.
 //!
@@ -30,6 +31,7 @@ use gt_images::spec::KernelSpec;
 use gt_images::ImageError;
 
 pub mod changes;
+pub mod derive;
 pub mod herd;
 pub mod litmus;
 pub mod plan;
@@ -93,6 +95,10 @@ pub struct OrderingCheck {
     pub outcomes: Vec<LitmusOutcome>,
     /// Parts that change code and carry no litmus test: "ordering not checked" for them.
     pub unchecked: Vec<String>,
+    /// Tests derived from the kernel's own source (`derive`): from whose, and the primitive
+    /// read at each ordering point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
 }
 
 impl OrderingCheck {
@@ -189,13 +195,15 @@ impl Session {
     pub fn check(&mut self, m: &Manifest, kernel: &str) -> Result<OrderingCheck, OrderingError> {
         let spec = KernelSpec::parse(kernel).map_err(OrderingError::Input)?;
         spec.check(m).map_err(OrderingError::Input)?;
-        let plan = plan::plan(m, &spec)?;
+        let mut plan = plan::plan(m, &spec)?;
+        self.derive(m, &mut plan);
         if plan.tests.is_empty() {
             return Ok(OrderingCheck {
                 kernel: plan.kernel,
                 model: "none: no litmus test to run".into(),
                 outcomes: Vec::new(),
                 unchecked: plan.unchecked,
+                derived: plan.derived,
             });
         }
         let model = self.model(m, &plan)?;
@@ -205,7 +213,54 @@ impl Session {
             model: model.label,
             outcomes,
             unchecked: plan.unchecked,
+            derived: plan.derived,
         })
+    }
+
+    /// `derive` for the plan's pending parts: on success their tests replace the ones that
+    /// model what they changed and they leave `unchecked`; otherwise their entry says why no
+    /// test could be derived.
+    fn derive(&self, m: &Manifest, plan: &mut Plan) {
+        let Some((line, source)) = plan.line.clone() else {
+            return;
+        };
+        if plan.pending.is_empty() {
+            return;
+        }
+        let req = derive::Request {
+            kernel: &plan.kernel,
+            line: &line,
+            source: &source,
+            code: plan.code.clone(),
+            changed: plan
+                .pending
+                .iter()
+                .flat_map(|p| p.functions.iter().cloned())
+                .collect(),
+            parts: plan.pending.iter().map(|p| p.label.clone()).collect(),
+        };
+        match derive::derive(&self.cache, m, &req) {
+            Ok(d) => {
+                plan.tests
+                    .retain(|t| !t.header.models.iter().any(|f| req.changed.contains(f)));
+                plan.tests.extend(d.tests);
+                let gone: Vec<&str> = plan.pending.iter().map(|p| p.reason.as_str()).collect();
+                plan.unchecked.retain(|u| !gone.contains(&u.as_str()));
+                plan.derived = Some(format!(
+                    "{}'s tests with the primitives this kernel's source has at their ordering points ({})",
+                    d.template,
+                    d.read.join(", ")
+                ));
+            }
+            Err(why) => {
+                for u in &mut plan.unchecked {
+                    if plan.pending.iter().any(|p| &p.reason == u) {
+                        u.pop();
+                        u.push_str(&format!("; no test derived: {why})"));
+                    }
+                }
+            }
+        }
     }
 
     fn herd(&mut self) -> Result<Herd, OrderingError> {
@@ -322,6 +377,7 @@ mod tests {
                 outcome(Answer::Never, None),
             ],
             unchecked: vec![],
+            derived: None,
         };
         assert_eq!(c.sometimes().len(), 2);
         assert_eq!(c.unexpected().len(), 1);

@@ -25,6 +25,9 @@
 //!    checked either: what it changed is unknown. A part that changes only functions no test
 //!    models keeps the remaining tests valid for this kernel and is checked by them. A tree is
 //!    never checked by the line's tests.
+//! 6. A part not checked because it changes modelled functions is `pending`: the check may
+//!    still derive tests for it from the kernel's own source (`derive`), and then it is checked
+//!    by them.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -75,6 +78,31 @@ pub struct Plan {
     pub model: ModelOf,
     pub tests: Vec<Test>,
     pub unchecked: Vec<String>,
+    /// Rule 6: the parts whose tests may be derived (each also in `unchecked`).
+    pub pending: Vec<Pending>,
+    /// Every patch file of the kernel, in order (its code is the line's source with these).
+    pub code: Vec<PathBuf>,
+    /// The manifest line and its source, for a kernel built from one.
+    pub line: Option<(String, String)>,
+    /// Set by the check when it derived tests (`derive`): from whose, what it read.
+    pub derived: Option<String>,
+}
+
+/// A part without tests that changes modelled functions (rule 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub label: String,
+    /// Its entry in `unchecked`.
+    pub reason: String,
+    pub functions: Vec<String>,
+}
+
+/// What rules 1, 3, 5 and 6 make of a kernel's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Resolved {
+    pub tests: Vec<Test>,
+    pub unchecked: Vec<String>,
+    pub pending: Vec<Pending>,
 }
 
 /// One part of a kernel that changes code: its tests (maybe none) and whose it supersedes.
@@ -94,9 +122,8 @@ pub struct Part {
     pub patches: Vec<PathBuf>,
 }
 
-/// Rules 1 and 3 on the parts of a kernel, in order: the tests that judge it and the parts not
-/// checked.
-pub fn resolve(parts: Vec<Part>) -> (Vec<Test>, Vec<String>) {
+/// Rules 1, 3, 5 and 6 on the parts of a kernel, in order.
+pub fn resolve(parts: Vec<Part>) -> Resolved {
     let gone: BTreeSet<String> = parts
         .iter()
         .filter(|p| !p.tests.is_empty())
@@ -111,28 +138,36 @@ pub fn resolve(parts: Vec<Part>) -> (Vec<Test>, Vec<String>) {
         .flat_map(|p| &p.tests)
         .flat_map(|t| t.header.models.iter().map(String::as_str))
         .collect();
-    let unchecked = kept
-        .iter()
-        .filter(|p| p.tests.is_empty())
-        .filter_map(|p| unchecked_part(p, &modelled))
-        .collect();
-    let tests = kept.into_iter().flat_map(|p| p.tests).collect();
-    (tests, unchecked)
+    let mut out = Resolved::default();
+    for p in kept.iter().filter(|p| p.tests.is_empty()) {
+        if let Some((reason, functions)) = unchecked_part(p, &modelled) {
+            if !functions.is_empty() {
+                out.pending.push(Pending {
+                    label: p.label.clone(),
+                    reason: reason.clone(),
+                    functions,
+                });
+            }
+            out.unchecked.push(reason);
+        }
+    }
+    out.tests = kept.into_iter().flat_map(|p| p.tests).collect();
+    out
 }
 
-/// Rules 3 and 5 for a part without tests: why it is not checked, if it is not.
-fn unchecked_part(p: &Part, modelled: &BTreeSet<&str>) -> Option<String> {
+/// Rules 3, 5 and 6 for a part without tests: why it is not checked, if it is not, and the
+/// modelled functions it changed when that is the only reason.
+fn unchecked_part(p: &Part, modelled: &BTreeSet<&str>) -> Option<(String, Vec<String>)> {
     if p.patches.is_empty() {
-        return (!p.exempt).then(|| p.label.clone());
+        return (!p.exempt).then(|| (p.label.clone(), Vec::new()));
     }
     let mut changed = BTreeSet::new();
     let mut outside = 0;
     for f in &p.patches {
         let Ok(text) = std::fs::read_to_string(f) else {
-            return Some(format!(
-                "{} (its diff {} could not be read)",
-                p.label,
-                f.display()
+            return Some((
+                format!("{} (its diff {} could not be read)", p.label, f.display()),
+                Vec::new(),
             ));
         };
         let c = changed_functions(&text);
@@ -145,15 +180,25 @@ fn unchecked_part(p: &Part, modelled: &BTreeSet<&str>) -> Option<String> {
         .filter(|f| modelled.contains(f))
         .collect();
     if !hit.is_empty() {
-        return Some(format!("{} ({} changed)", p.label, hit.join(", ")));
+        let functions = hit.iter().map(ToString::to_string).collect();
+        return Some((
+            format!("{} ({} changed)", p.label, hit.join(", ")),
+            functions,
+        ));
     }
     if !p.exempt && changed.is_empty() && outside == 0 {
-        return Some(format!("{} (no change it could read in its diff)", p.label));
+        return Some((
+            format!("{} (no change it could read in its diff)", p.label),
+            Vec::new(),
+        ));
     }
     (!p.exempt && outside > 0).then(|| {
-        format!(
-            "{} ({outside} changed lines outside a function the diff names: give the diff function context, diff -p or git)",
-            p.label
+        (
+            format!(
+                "{} ({outside} changed lines outside a function the diff names: give the diff function context, diff -p or git)",
+                p.label
+            ),
+            Vec::new(),
         )
     })
 }
@@ -214,20 +259,36 @@ fn user_part(label: String, at: &Path, patch: bool) -> Result<Part, OrderingErro
 
 /// The plan of one kernel (module doc). `spec` must have passed [`KernelSpec::check`].
 pub fn plan(m: &Manifest, spec: &KernelSpec) -> Result<Plan, OrderingError> {
-    let (model, mut parts) = match &spec.base {
+    let (model, mut parts, line) = match &spec.base {
         Base::Tree { path, rev } => (
             ModelOf::Tree {
                 path: path.clone(),
                 rev: rev.clone(),
             },
             vec![user_part(format!("tree:{}", path.display()), path, false)?],
+            None,
         ),
-        Base::Variant(name) => manifest_parts(m, name)?,
+        Base::Variant(name) => {
+            let (model, parts) = manifest_parts(m, name)?;
+            let line = m
+                .parts(name)
+                .ok()
+                .map(|(l, _)| (l.name.clone(), l.source.clone()));
+            (model, parts, line)
+        }
     };
     for p in &spec.patches {
         parts.push(user_part(format!("patch:{}", p.display()), p, true)?);
     }
-    let (tests, unchecked) = resolve(parts);
+    let code = parts
+        .iter()
+        .flat_map(|p| p.patches.iter().cloned())
+        .collect();
+    let Resolved {
+        tests,
+        unchecked,
+        pending,
+    } = resolve(parts);
     if model == ModelOf::Nothing && !tests.is_empty() {
         return Err(OrderingError::Input(format!(
             "kernel '{}': its line has no memory model (set lkmm in images/kernels.toml)",
@@ -239,6 +300,10 @@ pub fn plan(m: &Manifest, spec: &KernelSpec) -> Result<Plan, OrderingError> {
         model,
         tests,
         unchecked,
+        pending,
+        code,
+        line,
+        derived: None,
     })
 }
 

@@ -128,6 +128,7 @@ mod tests {
                 })
                 .collect(),
             unchecked: vec![],
+            derived: None,
         }
     }
 

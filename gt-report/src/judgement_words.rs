@@ -123,6 +123,9 @@ fn ordering_line(k: &KernelJudgement, w: &Words) -> String {
         ),
         _ => "ordering not checked".to_string(),
     };
+    if let Some(d) = &o.derived {
+        line.push_str(&format!(" (no test of its own; derived: {d})"));
+    }
     if let Some(n) = &o.note {
         line.push_str(&format!(
             " ({n}: those tests do not vouch for this kernel's code)"

@@ -379,6 +379,7 @@ fn sometimes_check(kernel: &str) -> OrderingRecord {
         model: "LKMM test".into(),
         outcomes: vec![o(Answer::Never), o(Answer::Sometimes)],
         unchecked: vec![],
+        derived: None,
     })
 }
 

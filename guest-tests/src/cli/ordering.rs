@@ -193,6 +193,9 @@ fn print_check(c: &OrderingCheck) {
         }
         println!("{line}");
     }
+    if let Some(d) = &c.derived {
+        println!("  derived: {d}");
+    }
     if !c.unchecked.is_empty() {
         println!(
             "  ordering not checked: {} (a part that changes code and carries no litmus test; \
@@ -306,6 +309,9 @@ mod tests {
             let dir = m.dir.join("patches").join(line).join("litmus");
             for e in std::fs::read_dir(&dir).unwrap() {
                 let f = e.unwrap().path();
+                if f.extension().is_none_or(|x| x != "litmus") {
+                    continue; // points.toml
+                }
                 assert!(
                     reached.contains(&f),
                     "{} not run by --every-test",
