@@ -6,7 +6,7 @@
 //! (for the seed-000 tests: a request stays queued while no CPU runs the queue) happen under the
 //! model. Which tests a kernel carries, and what it leaves unchecked, is [`plan`]'s; herd7 is
 //! [`herd`]'s; tests derived from a kernel's own source for a patch that brings none are
-//! [`derive`]'s; a litmus file's header is [`litmus`]'s; the LKMM's own shipped tests, run first
+//! [`derive`](mod@derive)'s; a litmus file's header is [`litmus`]'s; the LKMM's own shipped tests, run first
 //! as the check that herd7 and the model work here, are [`selftest`]'s; the Markdown table of
 //! docs/results/ordering is [`table`]'s.
 //!
