@@ -64,7 +64,7 @@ DIRS=(seed000 seed000-quiet seed000-settings latency-sweep seed003-sweep seed003
     verdict-controls/issue55/run2 verdict-controls/issue55/mainjob-quiet
     verdict-controls/issue55/mainjob-quiet2 seed003-judged/run1
     seed003-judged/run2 hostlock/run1 verdict-controls/issue55/error-cost-quiet
-    verdict-controls/issue55/run3
+    verdict-controls/issue55/run3 lockdebug-storm/run1
     bisect-helper/recheck-058f05ed)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

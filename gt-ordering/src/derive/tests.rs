@@ -106,3 +106,61 @@ fn the_committed_points_parse_and_every_marked_slot_names_one() {
         assert!(marked > 0, "{line}: no test marks a point");
     }
 }
+
+fn code(f_body: &str, scope: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "x.c".to_string(),
+        csrc::strip_comments(&format!(
+            "{scope}\nvoid f(int h)\n{{\n\ta = check(h);\n\tif (!a) {{\n\t\t{f_body}\n\t\ta = check(h);\n\t}}\n}}\n\nint g(void)\n{{\n\treturn 1;\n}}\n"
+        )),
+    )])
+}
+
+/// Rule 3 on synthetic code: the template's tests model `f` (one point) and `g`.
+#[test]
+fn a_kernel_is_derived_only_where_its_code_is_the_templates_but_for_the_barrier() {
+    let comp: Component = toml::from_str("name = \"fix\"\npatches = [\"fix.patch\"]").unwrap();
+    let text = TEST.replace(" * Models: f", " * Models: f g");
+    let t = Template {
+        comp: &comp,
+        tests: vec![(
+            PathBuf::from("t.litmus"),
+            text.clone(),
+            slots(&text).unwrap(),
+        )],
+    };
+    let points = [point()];
+    let tmpl = code("smp_mb(); /* why */", "static int a;");
+    // The same code but for the barrier (and a comment, and layout): derived, with its barrier.
+    let k = code("smp_rmb();", "static  int a;");
+    let got = against(&t, &points, &k, &tmpl).unwrap();
+    assert_eq!(got["f/recheck"], Primitive::Read);
+    // No barrier at all.
+    assert_eq!(
+        against(&t, &points, &code("", "static int a;"), &tmpl).unwrap()["f/recheck"],
+        Primitive::Nothing
+    );
+    // Something else at the point: not derived.
+    let e = against(
+        &t,
+        &points,
+        &code("smp_mb(); udelay(1);", "static int a;"),
+        &tmpl,
+    )
+    .unwrap_err();
+    assert!(e.contains("differs beyond its barrier"), "{e}");
+    // A modelled function changed elsewhere: not derived.
+    let mut other = code("smp_mb();", "static int a;");
+    for v in other.values_mut() {
+        *v = v.replace("return 1;", "return 2;");
+    }
+    let e = against(&t, &points, &other, &tmpl).unwrap_err();
+    assert!(e.contains("g differs outside its ordering points"), "{e}");
+    // File scope changed: not derived.
+    let e = against(&t, &points, &code("smp_mb();", "static long a;"), &tmpl).unwrap_err();
+    assert!(e.contains("differs outside its functions"), "{e}");
+    // The template's own code has another barrier than its slot says: stale data, not derived.
+    let stale = code("smp_wmb();", "static int a;");
+    let e = against(&t, &points, &k, &stale).unwrap_err();
+    assert!(e.contains("stale"), "{e}");
+}
