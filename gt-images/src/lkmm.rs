@@ -44,28 +44,17 @@ impl Lkmm {
 
 /// The model of the manifest's source `name` (rules 1-3).
 pub fn ensure(cache: &Path, m: &Manifest, name: &str) -> Result<Lkmm, ImageError> {
-    match m.sources.get(name) {
-        Some(Source::DebianSource {
-            package,
-            version,
-            sha256,
-            tarball,
-            apt,
-        }) => {
-            let ctx = Ctx::new(cache, false)?;
-            let deb = DebSource {
-                package,
-                version,
-                sha256,
-                tarball,
-                apt: apt.as_deref(),
-            };
-            from_deb(&ctx, &deb)
-        }
+    let src = m.sources.get(name);
+    if let Some(deb) = src.and_then(DebSource::of) {
+        return from_deb(&Ctx::new(cache, false)?, &deb);
+    }
+    match src {
         Some(Source::GitTree { path, rev }) => of_tree(cache, &m.path(path), rev.as_deref()),
-        Some(Source::DebianPrebuilt { .. }) | None => Err(ImageError::Usage(format!(
-            "source '{name}' is not a kernel source (no tools/memory-model)"
-        ))),
+        Some(Source::DebianPrebuilt { .. } | Source::DebianSource { .. }) | None => {
+            Err(ImageError::Usage(format!(
+                "source '{name}' is not a kernel source (no tools/memory-model)"
+            )))
+        }
     }
 }
 
@@ -75,6 +64,28 @@ struct DebSource<'a> {
     sha256: &'a str,
     tarball: &'a str,
     apt: Option<&'a str>,
+}
+
+impl<'a> DebSource<'a> {
+    /// A manifest source's package fields, when it is a Debian source package.
+    fn of(s: &'a Source) -> Option<DebSource<'a>> {
+        match s {
+            Source::DebianSource {
+                package,
+                version,
+                sha256,
+                tarball,
+                apt,
+            } => Some(DebSource {
+                package,
+                version,
+                sha256,
+                tarball,
+                apt: apt.as_deref(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 fn from_deb(ctx: &Ctx, s: &DebSource) -> Result<Lkmm, ImageError> {
@@ -184,23 +195,11 @@ pub fn source_files(
     name: &str,
     rels: &[String],
 ) -> Result<PathBuf, ImageError> {
-    match m.sources.get(name) {
-        Some(Source::DebianSource {
-            package,
-            version,
-            sha256,
-            tarball,
-            apt,
-        }) => {
-            let deb = DebSource {
-                package,
-                version,
-                sha256,
-                tarball,
-                apt: apt.as_deref(),
-            };
-            debian_files(cache, &deb, rels)
-        }
+    let src = m.sources.get(name);
+    if let Some(deb) = src.and_then(DebSource::of) {
+        return debian_files(cache, &deb, rels);
+    }
+    match src {
         Some(Source::GitTree { path, rev: None }) => Ok(m.path(path)),
         Some(Source::GitTree {
             path,
@@ -232,9 +231,9 @@ pub fn source_files(
             r?;
             Ok(dest)
         }
-        Some(Source::DebianPrebuilt { .. }) | None => Err(ImageError::Usage(format!(
-            "source '{name}' is not a kernel source"
-        ))),
+        Some(Source::DebianPrebuilt { .. } | Source::DebianSource { .. }) | None => Err(
+            ImageError::Usage(format!("source '{name}' is not a kernel source")),
+        ),
     }
 }
 
