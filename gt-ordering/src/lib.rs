@@ -254,9 +254,12 @@ impl Session {
             }
             Err(why) => {
                 for u in &mut plan.unchecked {
-                    if plan.pending.iter().any(|p| &p.reason == u) {
-                        u.pop();
-                        u.push_str(&format!("; no test derived: {why})"));
+                    if let Some(p) = plan.pending.iter().find(|p| &p.reason == u) {
+                        *u = format!(
+                            "{} ({} changed; no test derived: {why})",
+                            p.label,
+                            p.functions.join(", ")
+                        );
                     }
                 }
             }
